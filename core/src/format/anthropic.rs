@@ -1,0 +1,709 @@
+//! Anthropic Messages, in and out.
+//!
+//! Read: a request-shaped object `{"system": ..., "messages": [...]}` (other
+//! request fields are ignored) or a bare array of messages. The system prompt
+//! (a string or text blocks) becomes a leading system message. Content blocks:
+//! `text`, `image` and `document` (base64 or URL sources; base64 becomes a
+//! `data:` URL), `thinking` and `redacted_thinking` (kept as the message's
+//! reasoning, with its signature), `tool_use` (a tool call whose `input` is kept
+//! as JSON text) and `tool_result` (one tool message per block, with the tool's
+//! name looked up from its call). A user message holding tool results and text
+//! becomes the tool messages followed by a user message. Block fields such as
+//! `cache_control` and `citations` are not kept.
+//!
+//! Written: the system messages joined into `system`; tool messages grouped into
+//! the user turn that follows the call, as the API requires; thinking first,
+//! then text, then tool use in an assistant turn. Tool arguments travel as a
+//! JSON object (`input`), so their spacing is not kept; key order is.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use super::{Format, FormatError, kind_of, parse_document};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_id};
+
+const FORMAT: Format = Format::Anthropic;
+
+/// Reads messages from JSON text.
+pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
+    from_value(parse_document(FORMAT, text)?)
+}
+
+/// Reads messages from a parsed JSON document.
+pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
+    let (system, items) = match document {
+        Value::Array(items) => (None, items),
+        Value::Object(mut object) => match object.remove("messages") {
+            Some(Value::Array(items)) => (object.remove("system"), items),
+            _ => {
+                return Err(FormatError::new(
+                    FORMAT,
+                    "expected an object with a `messages` array, or an array of messages",
+                ));
+            }
+        },
+        other => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!("expected an array of messages, found {}", kind_of(&other)),
+            ));
+        }
+    };
+    let mut out = Vec::with_capacity(items.len() + 1);
+    match system {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => out.push(Message::system(text)),
+        Some(Value::Array(blocks)) => {
+            let mut m = Message::system("");
+            for (i, block) in blocks.into_iter().enumerate() {
+                match content_part(block).map_err(|e| e.at_block(i).at_field("system"))? {
+                    text @ Part::Text { .. } => m.parts.push(text),
+                    _ => {
+                        return Err(FormatError::new(
+                            FORMAT,
+                            "the system prompt takes text blocks only",
+                        )
+                        .at_block(i)
+                        .at_field("system"));
+                    }
+                }
+            }
+            out.push(m);
+        }
+        Some(other) => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!(
+                    "`system` must be a string or text blocks, found {}",
+                    kind_of(&other)
+                ),
+            )
+            .at_field("system"));
+        }
+    }
+    let mut tool_names = ToolNames::default();
+    for (index, item) in items.into_iter().enumerate() {
+        read_message(item, &mut tool_names, &mut out).map_err(|e| e.at_message(index))?;
+    }
+    for (index, m) in out.iter_mut().enumerate() {
+        m.id = derived_id("anthropic", index, &m.text());
+    }
+    Ok(out)
+}
+
+/// Tool names by call id, so that a tool result can name its tool.
+#[derive(Default)]
+pub(crate) struct ToolNames(HashMap<String, String>);
+
+fn read_message(
+    item: Value,
+    tool_names: &mut ToolNames,
+    out: &mut Vec<Message>,
+) -> Result<(), FormatError> {
+    let Value::Object(mut object) = item else {
+        return Err(FormatError::new(
+            FORMAT,
+            format!("expected a message object, found {}", kind_of(&item)),
+        ));
+    };
+    let content = object.remove("content").unwrap_or(Value::Null);
+    match object.get("role").and_then(Value::as_str) {
+        Some("user") => {
+            let (results, user) = user_content(FORMAT, content, tool_names)?;
+            out.extend(results);
+            out.extend(user);
+        }
+        Some("assistant") => {
+            let mut m = Message::assistant("");
+            assistant_content(FORMAT, content, &mut m, tool_names)?;
+            out.push(m);
+        }
+        Some(other) => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!("unknown role `{other}`; expected user or assistant (the system prompt goes in `system`)"),
+            )
+            .at_field("role"));
+        }
+        None => return Err(FormatError::new(FORMAT, "missing string `role`").at_field("role")),
+    }
+    Ok(())
+}
+
+/// Converts a user turn's content: the tool results it carries, then the
+/// user message (if any text, image or document remains).
+pub(crate) fn user_content(
+    format: Format,
+    content: Value,
+    tool_names: &ToolNames,
+) -> Result<(Vec<Message>, Option<Message>), FormatError> {
+    let blocks = match content {
+        Value::String(text) => return Ok((Vec::new(), Some(Message::user(text)))),
+        Value::Array(blocks) => blocks,
+        other => return Err(bad_content(format, &other)),
+    };
+    let mut results = Vec::new();
+    let mut user = Message::user("");
+    for (i, block) in blocks.into_iter().enumerate() {
+        if block.get("type").and_then(Value::as_str) == Some("tool_result") {
+            results.push(tool_result(format, block, tool_names).map_err(|e| e.at_block(i))?);
+        } else {
+            user.parts
+                .push(content_part(block).map_err(|e| with_format(e, format).at_block(i))?);
+        }
+    }
+    Ok((results, (!user.parts.is_empty()).then_some(user)))
+}
+
+/// Adds an assistant turn's content to `m`: text parts, reasoning and tool
+/// calls. Called once per streamed piece when a turn arrives in pieces.
+pub(crate) fn assistant_content(
+    format: Format,
+    content: Value,
+    m: &mut Message,
+    tool_names: &mut ToolNames,
+) -> Result<(), FormatError> {
+    let blocks = match content {
+        Value::String(text) => {
+            if m.parts.is_empty() && m.content.is_empty() {
+                m.content = text;
+            } else {
+                m.parts.push(Part::Text { text });
+            }
+            return Ok(());
+        }
+        Value::Array(blocks) => blocks,
+        other => return Err(bad_content(format, &other)),
+    };
+    for (i, block) in blocks.into_iter().enumerate() {
+        let at = |e: FormatError| with_format(e, format).at_block(i);
+        match block.get("type").and_then(Value::as_str) {
+            Some("thinking") => {
+                let text = string_field(&block, "thinking").map_err(at)?;
+                let signature = block
+                    .get("signature")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                add_reasoning(m, text, signature, false);
+            }
+            Some("redacted_thinking") => {
+                let data = string_field(&block, "data").map_err(at)?;
+                add_reasoning(m, data, None, true);
+            }
+            Some("tool_use") => {
+                let id = string_field(&block, "id").map_err(at)?;
+                let name = string_field(&block, "name").map_err(at)?;
+                let arguments = block
+                    .get("input")
+                    .map(Value::to_string)
+                    .unwrap_or_else(|| "{}".into());
+                tool_names.0.insert(id.clone(), name.clone());
+                m.tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+            _ => match content_part(block).map_err(at)? {
+                // The first text of a turn is its content, as in the other
+                // formats; later pieces keep their order as parts.
+                Part::Text { text } if m.content.is_empty() && m.parts.is_empty() => {
+                    m.content = text
+                }
+                part => m.parts.push(part),
+            },
+        }
+    }
+    Ok(())
+}
+
+fn add_reasoning(m: &mut Message, text: String, signature: Option<String>, redacted: bool) {
+    match &mut m.reasoning {
+        None => {
+            m.reasoning = Some(Reasoning {
+                text,
+                signature,
+                redacted,
+            })
+        }
+        // Several thinking blocks in one turn: keep all the text, the latest signature.
+        Some(existing) => {
+            existing.text.push_str("\n\n");
+            existing.text.push_str(&text);
+            existing.signature = signature.or(existing.signature.take());
+            existing.redacted |= redacted;
+        }
+    }
+}
+
+fn tool_result(
+    format: Format,
+    block: Value,
+    tool_names: &ToolNames,
+) -> Result<Message, FormatError> {
+    let call_id = string_field(&block, "tool_use_id").map_err(|e| with_format(e, format))?;
+    let mut m = Message::tool_result(call_id.clone(), "", "");
+    m.tool_name = tool_names.0.get(&call_id).cloned();
+    m.is_error = block
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    match block.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => m.content = text.clone(),
+        Some(Value::Array(parts)) => {
+            for (i, part) in parts.iter().enumerate() {
+                let part = content_part(part.clone())
+                    .map_err(|e| with_format(e, format).at_field(format!("content[{i}]")))?;
+                m.parts.push(part);
+            }
+        }
+        Some(other) => return Err(bad_content(format, other)),
+    }
+    Ok(m)
+}
+
+/// A text, image or document block as a [`Part`].
+fn content_part(block: Value) -> Result<Part, FormatError> {
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match kind {
+        "text" => Ok(Part::Text {
+            text: string_field(&block, "text")?,
+        }),
+        "image" => {
+            let (url, mime_type) = source_url(&block)?;
+            Ok(Part::Image {
+                source: MediaRef::Url(url),
+                mime_type,
+            })
+        }
+        "document" => {
+            let (path, mime_type) = source_url(&block)?;
+            Ok(Part::File {
+                name: block
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                path,
+                mime_type,
+            })
+        }
+        "" => {
+            Err(FormatError::new(FORMAT, "a content block needs a string `type`").at_field("type"))
+        }
+        other => Err(FormatError::new(
+            FORMAT,
+            format!(
+                "unsupported content block type `{other}`; expected text, image, document, \
+                 thinking, redacted_thinking, tool_use or tool_result"
+            ),
+        )
+        .at_field("type")),
+    }
+}
+
+/// The URL of an image or document source; base64 data becomes a `data:` URL.
+fn source_url(block: &Value) -> Result<(String, Option<String>), FormatError> {
+    let source = block
+        .get("source")
+        .ok_or_else(|| FormatError::new(FORMAT, "missing `source`").at_field("source"))?;
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            let media_type =
+                string_field(source, "media_type").map_err(|e| e.at_field("source.media_type"))?;
+            let data = string_field(source, "data").map_err(|e| e.at_field("source.data"))?;
+            Ok((format!("data:{media_type};base64,{data}"), Some(media_type)))
+        }
+        Some("url") => Ok((
+            string_field(source, "url").map_err(|e| e.at_field("source.url"))?,
+            None,
+        )),
+        _ => Err(FormatError::new(
+            FORMAT,
+            "unsupported source; expected a `base64` or `url` source",
+        )
+        .at_field("source.type")),
+    }
+}
+
+fn string_field(value: &Value, key: &str) -> Result<String, FormatError> {
+    match value.get(key) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(FormatError::new(
+            FORMAT,
+            format!("`{key}` must be a string, found {}", kind_of(other)),
+        )
+        .at_field(key)),
+        None => Err(FormatError::new(FORMAT, format!("missing `{key}`")).at_field(key)),
+    }
+}
+
+fn bad_content(format: Format, found: &Value) -> FormatError {
+    FormatError::new(
+        format,
+        format!(
+            "`content` must be a string or an array of blocks, found {}",
+            kind_of(found)
+        ),
+    )
+    .at_field("content")
+}
+
+/// Block helpers are shared with Claude Code; errors carry the caller's format.
+fn with_format(mut e: FormatError, format: Format) -> FormatError {
+    e.format = format;
+    e
+}
+
+/// Writes messages as a Messages API request body: `{"system"?, "messages"}`.
+pub fn to_request(messages: &[Message]) -> Result<Value, FormatError> {
+    let mut system: Vec<&Message> = Vec::new();
+    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+    for (index, m) in messages.iter().enumerate() {
+        let at = |e: FormatError| e.at_message(index);
+        match m.role {
+            Role::System => system.push(m),
+            Role::User => {
+                let blocks = user_blocks(m).map_err(at)?;
+                match last_tool_results(&mut out) {
+                    Some(open) => open.extend(blocks.into_blocks()),
+                    None => out.push(json!({"role": "user", "content": blocks.into_value()})),
+                }
+            }
+            Role::Tool => {
+                let block = tool_result_block(m).map_err(at)?;
+                match last_tool_results(&mut out) {
+                    Some(open) => open.push(block),
+                    None => out.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            Role::Assistant => {
+                out.push(json!({"role": "assistant", "content": assistant_blocks(m).map_err(at)?}));
+            }
+        }
+    }
+    let mut request = Map::new();
+    if !system.is_empty() {
+        request.insert("system".into(), system_value(&system)?);
+    }
+    request.insert("messages".into(), Value::Array(out));
+    Ok(Value::Object(request))
+}
+
+/// Content that is either a plain string or blocks.
+enum Content {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+impl Content {
+    fn into_value(self) -> Value {
+        match self {
+            Content::Text(text) => Value::String(text),
+            Content::Blocks(blocks) => Value::Array(blocks),
+        }
+    }
+
+    fn into_blocks(self) -> Vec<Value> {
+        match self {
+            Content::Text(text) => vec![json!({"type": "text", "text": text})],
+            Content::Blocks(blocks) => blocks,
+        }
+    }
+}
+
+/// The blocks of the last output message, if it is a user turn carrying tool
+/// results, which the next tool result or user text must join.
+fn last_tool_results(out: &mut [Value]) -> Option<&mut Vec<Value>> {
+    let last = out.last_mut()?;
+    if last["role"] != "user" {
+        return None;
+    }
+    match last.get_mut("content") {
+        Some(Value::Array(blocks))
+            if blocks
+                .last()
+                .and_then(|b| b.get("type"))
+                .and_then(Value::as_str)
+                == Some("tool_result") =>
+        {
+            Some(blocks)
+        }
+        _ => None,
+    }
+}
+
+fn user_blocks(m: &Message) -> Result<Content, FormatError> {
+    if m.parts.is_empty() {
+        return Ok(Content::Text(m.content.clone()));
+    }
+    Ok(Content::Blocks(text_and_parts(m)?))
+}
+
+fn text_and_parts(m: &Message) -> Result<Vec<Value>, FormatError> {
+    let mut blocks = Vec::with_capacity(m.parts.len() + 1);
+    if !m.content.is_empty() {
+        blocks.push(json!({"type": "text", "text": m.content}));
+    }
+    for (i, part) in m.parts.iter().enumerate() {
+        blocks.push(part_block(part).map_err(|e| e.at_block(i))?);
+    }
+    Ok(blocks)
+}
+
+fn assistant_blocks(m: &Message) -> Result<Value, FormatError> {
+    // The API answers with blocks, so blocks are what an assistant turn is
+    // written as; only an empty turn stays a string.
+    if m.reasoning.is_none()
+        && m.tool_calls.is_empty()
+        && m.parts.is_empty()
+        && m.content.is_empty()
+    {
+        return Ok(Value::String(String::new()));
+    }
+    let mut blocks = Vec::new();
+    if let Some(r) = &m.reasoning {
+        blocks.push(if r.redacted {
+            json!({"type": "redacted_thinking", "data": r.text})
+        } else {
+            let mut block = json!({"type": "thinking", "thinking": r.text});
+            if let Some(signature) = &r.signature {
+                block["signature"] = Value::String(signature.clone());
+            }
+            block
+        });
+    }
+    blocks.extend(text_and_parts(m)?);
+    for (i, call) in m.tool_calls.iter().enumerate() {
+        let input: Value = if call.arguments.trim().is_empty() {
+            json!({})
+        } else {
+            serde_json::from_str(&call.arguments).map_err(|e| {
+                FormatError::new(
+                    FORMAT,
+                    format!("the arguments of tool call `{}` are not valid JSON ({e}); Anthropic needs an object", call.id),
+                )
+                .at_field(format!("tool_calls[{i}].arguments"))
+            })?
+        };
+        blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+    }
+    Ok(Value::Array(blocks))
+}
+
+fn tool_result_block(m: &Message) -> Result<Value, FormatError> {
+    let call_id = m.tool_call_id.as_deref().ok_or_else(|| {
+        FormatError::new(
+            FORMAT,
+            "a tool result without a `tool_call_id` cannot be sent",
+        )
+        .at_field("tool_call_id")
+    })?;
+    let content = user_blocks(m)?.into_value();
+    let mut block = json!({"type": "tool_result", "tool_use_id": call_id, "content": content});
+    if m.is_error {
+        block["is_error"] = Value::Bool(true);
+    }
+    Ok(block)
+}
+
+fn part_block(part: &Part) -> Result<Value, FormatError> {
+    let source = |url: &str| -> Value {
+        match url
+            .strip_prefix("data:")
+            .and_then(|rest| rest.split_once(";base64,"))
+        {
+            Some((media_type, data)) => {
+                json!({"type": "base64", "media_type": media_type, "data": data})
+            }
+            None => json!({"type": "url", "url": url}),
+        }
+    };
+    Ok(match part {
+        Part::Text { text } => json!({"type": "text", "text": text}),
+        Part::Image {
+            source: MediaRef::Url(url),
+            ..
+        } => json!({"type": "image", "source": source(url)}),
+        Part::Image {
+            source: MediaRef::Path(path),
+            ..
+        } => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!(
+                    "the image `{path}` is a media path; load it into a data: URL (or strip media) \
+                     before writing Anthropic messages"
+                ),
+            ));
+        }
+        Part::File { name, path, .. } => {
+            let mut block = json!({"type": "document", "source": source(path)});
+            if !name.is_empty() {
+                block["title"] = Value::String(name.clone());
+            }
+            block
+        }
+    })
+}
+
+fn system_value(system: &[&Message]) -> Result<Value, FormatError> {
+    if system.iter().all(|m| m.parts.is_empty()) {
+        let texts: Vec<&str> = system.iter().map(|m| m.content.as_str()).collect();
+        return Ok(Value::String(texts.join("\n\n")));
+    }
+    let mut blocks = Vec::new();
+    for m in system {
+        for block in text_and_parts(m)? {
+            if block["type"] != "text" {
+                return Err(
+                    FormatError::new(FORMAT, "the system prompt takes text only")
+                        .at_field("system"),
+                );
+            }
+            blocks.push(block);
+        }
+    }
+    Ok(Value::Array(blocks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(document: Value) {
+        let messages = from_value(document.clone()).unwrap();
+        assert_eq!(to_request(&messages).unwrap(), document);
+    }
+
+    #[test]
+    fn tool_exchange_with_thinking_round_trips_exactly() {
+        round_trip(json!({
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "Weather in Paris?"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Use the tool.", "signature": "sig=="},
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "time", "input": {}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+                     "content": [{"type": "text", "text": "no clock"}]},
+                    {"type": "text", "text": "Thanks"}
+                ]},
+                {"role": "assistant", "content": [{"type": "text", "text": "18C."}]}
+            ]
+        }));
+    }
+
+    #[test]
+    fn media_and_redacted_thinking_round_trip() {
+        round_trip(json!({
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.com/a.jpg"}},
+                    {"type": "document", "title": "spec", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+                    {"type": "text", "text": "Compare them."}
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "text", "text": "Done."}
+                ]}
+            ]
+        }));
+    }
+
+    #[test]
+    fn tool_results_become_tool_messages_named_after_their_call() {
+        let messages = from_value(json!([
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {"p": "/"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "bin"}]}
+        ]))
+        .unwrap();
+        assert_eq!(messages.len(), 2);
+        assert_eq!(messages[0].tool_calls[0].arguments, r#"{"p":"/"}"#);
+        assert_eq!(messages[1].role, Role::Tool);
+        assert_eq!(messages[1].tool_name.as_deref(), Some("ls"));
+        assert_eq!(messages[1].content, "bin");
+    }
+
+    #[test]
+    fn openai_shaped_history_converts_to_a_valid_request() {
+        let mut call = Message::assistant("");
+        call.push_tool_call("c1", "ls", "");
+        let messages = vec![
+            Message::system("a"),
+            Message::system("b"),
+            Message::user("list"),
+            call,
+            Message::tool_result("c1", "ls", "bin"),
+            Message::user("and?"),
+        ];
+        let request = to_request(&messages).unwrap();
+        assert_eq!(request["system"], "a\n\nb");
+        let turns = request["messages"].as_array().unwrap();
+        assert_eq!(turns.len(), 3, "{request:#}");
+        assert_eq!(turns[1]["content"][0]["input"], json!({}));
+        assert_eq!(turns[2]["content"][0]["type"], "tool_result");
+        assert_eq!(
+            turns[2]["content"][1],
+            json!({"type": "text", "text": "and?"})
+        );
+    }
+
+    #[test]
+    fn bad_input_names_message_block_and_field() {
+        let cases = [
+            (
+                json!([{"role": "system", "content": "x"}]),
+                "message 0, field `role`: unknown role `system`",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "video"}]}]),
+                "message 0, block 1, field `type`: unsupported content block type `video`",
+            ),
+            (
+                json!([{"role": "assistant", "content": [{"type": "tool_use", "name": "x"}]}]),
+                "block 0, field `id`: missing `id`",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "tool_result"}]}]),
+                "missing `tool_use_id`",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}]),
+                "field `source.type`",
+            ),
+            (
+                json!({"system": 3, "messages": []}),
+                "`system` must be a string",
+            ),
+            (
+                json!([{"role": "user", "content": 7}]),
+                "`content` must be a string or an array",
+            ),
+        ];
+        for (document, expected) in cases {
+            let err = from_value(document).unwrap_err();
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn invalid_tool_arguments_are_an_error_when_writing() {
+        let mut m = Message::assistant("");
+        m.push_tool_call("c9", "ls", "{not json");
+        let err = to_request(&[m]).unwrap_err();
+        assert_eq!(err.location.message, Some(0));
+        assert!(err.detail.contains("`c9`"), "{err}");
+    }
+}

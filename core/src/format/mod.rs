@@ -1,0 +1,432 @@
+//! Conversions between [`Message`]s and the transcript formats agents use.
+//!
+//! | format | in | out | shape |
+//! |---|---|---|---|
+//! | [`Format::Jsonl`] | yes | yes | agent-host's native log: one message per line, `type` user / assistant / tool_result / system / summary |
+//! | [`Format::OpenAi`] | yes | yes | Chat Completions messages: a JSON array, or an object with `messages` |
+//! | [`Format::Anthropic`] | yes | yes | Messages API: `{"system": ..., "messages": [...]}`, or a bare array |
+//! | [`Format::ClaudeCode`] | yes | no | Claude Code session logs (`~/.claude/projects/*.jsonl`) |
+//!
+//! Every error says which format, where (line, message, block, field) and what
+//! was wrong; no converter panics on bad input.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use crate::message::Message;
+
+pub mod anthropic;
+pub mod claude_code;
+pub mod jsonl;
+pub mod openai;
+
+/// A transcript format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// agent-host's native JSONL log.
+    Jsonl,
+    /// OpenAI Chat Completions messages.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Claude Code session JSONL (import only).
+    ClaudeCode,
+}
+
+impl Format {
+    /// Every format, in the order they are documented.
+    pub const ALL: [Format; 4] = [
+        Format::Jsonl,
+        Format::OpenAi,
+        Format::Anthropic,
+        Format::ClaudeCode,
+    ];
+
+    /// The name used on the command line and in errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+            Format::ClaudeCode => "claude-code",
+        }
+    }
+
+    /// Guesses the format of a transcript from its text.
+    ///
+    /// JSONL formats are told apart by their first line; JSON documents by
+    /// their shape (an Anthropic request has a `system` field or content blocks
+    /// of Anthropic types; OpenAI messages have `tool_calls`, `tool` or
+    /// `system` roles). A history of plain user and assistant strings reads
+    /// the same in both and is taken as OpenAI.
+    pub fn detect(text: &str) -> Result<Format, FormatError> {
+        if let Some(format) = detect_jsonl(text) {
+            return Ok(format);
+        }
+        let value = parse_document(Format::OpenAi, text)?;
+        classify_document(&value)
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = Format::ALL.iter().map(|f| f.name()).collect();
+                format!("unknown format `{s}`; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// What a transcript holds: its messages, and what the source said about the
+/// conversation itself.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Transcript {
+    /// The messages, in order.
+    pub messages: Vec<Message>,
+    /// A title, when the source carries one (Claude Code `summary` records).
+    pub title: Option<String>,
+    /// Records that are not conversation messages and were left out, so that
+    /// a caller can report them.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A source record that is not a conversation message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// Its record type.
+    pub kind: String,
+}
+
+/// Where in a transcript an error was found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Location {
+    /// The 1-based line, for line-based formats.
+    pub line: Option<usize>,
+    /// The 0-based index of the message in its list.
+    pub message: Option<usize>,
+    /// The 0-based index of the content block or part within the message.
+    pub block: Option<usize>,
+    /// The field that was wrong.
+    pub field: Option<String>,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut pieces = Vec::new();
+        if let Some(line) = self.line {
+            pieces.push(format!("line {line}"));
+        }
+        if let Some(message) = self.message {
+            pieces.push(format!("message {message}"));
+        }
+        if let Some(block) = self.block {
+            pieces.push(format!("block {block}"));
+        }
+        if let Some(field) = &self.field {
+            pieces.push(format!("field `{field}`"));
+        }
+        if pieces.is_empty() {
+            f.write_str("document")
+        } else {
+            f.write_str(&pieces.join(", "))
+        }
+    }
+}
+
+/// A transcript that could not be read or written: which format, where, and
+/// what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{format} {location}: {detail}")]
+pub struct FormatError {
+    /// The format being read or written.
+    pub format: Format,
+    /// Where the problem is.
+    pub location: Location,
+    /// What was wrong, and what was expected.
+    pub detail: String,
+}
+
+impl FormatError {
+    /// An error about the document as a whole.
+    pub fn new(format: Format, detail: impl Into<String>) -> Self {
+        FormatError {
+            format,
+            location: Location::default(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Sets the line.
+    pub fn at_line(mut self, line: usize) -> Self {
+        self.location.line = Some(line);
+        self
+    }
+
+    /// Sets the message index.
+    pub fn at_message(mut self, index: usize) -> Self {
+        self.location.message = Some(index);
+        self
+    }
+
+    /// Sets the block index.
+    pub fn at_block(mut self, index: usize) -> Self {
+        self.location.block = Some(index);
+        self
+    }
+
+    /// Sets the field.
+    pub fn at_field(mut self, field: impl Into<String>) -> Self {
+        self.location.field = Some(field.into());
+        self
+    }
+}
+
+/// Reads a transcript in the given format.
+pub fn parse(format: Format, text: &str) -> Result<Transcript, FormatError> {
+    match format {
+        Format::Jsonl => jsonl::parse(text).map(Transcript::from_messages),
+        Format::OpenAi => openai::parse(text).map(Transcript::from_messages),
+        Format::Anthropic => anthropic::parse(text).map(Transcript::from_messages),
+        Format::ClaudeCode => claude_code::parse(text),
+    }
+}
+
+/// Reads a transcript whose format is detected (see [`Format::detect`]),
+/// parsing a JSON document only once.
+pub fn parse_detected(text: &str) -> Result<(Format, Transcript), FormatError> {
+    if let Some(format) = detect_jsonl(text) {
+        return Ok((format, parse(format, text)?));
+    }
+    let value = parse_document(Format::OpenAi, text)?;
+    let format = classify_document(&value)?;
+    let messages = match format {
+        Format::Anthropic => anthropic::from_value(value)?,
+        _ => openai::from_value(value)?,
+    };
+    Ok((format, Transcript::from_messages(messages)))
+}
+
+/// Writes messages in the given format. Claude Code is import-only.
+pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError> {
+    match format {
+        Format::Jsonl => Ok(jsonl::to_string(messages)),
+        Format::OpenAi => Ok(pretty(&Value::Array(openai::to_values(messages)?))),
+        Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
+        Format::ClaudeCode => Err(FormatError::new(
+            format,
+            "claude-code is an import-only format; write jsonl, openai or anthropic",
+        )),
+    }
+}
+
+impl Transcript {
+    fn from_messages(messages: Vec<Message>) -> Self {
+        Transcript {
+            messages,
+            ..Transcript::default()
+        }
+    }
+}
+
+fn pretty(value: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(value).expect("a Value always serializes");
+    text.push('\n');
+    text
+}
+
+/// Parses a whole JSON document, with the position of a syntax error.
+pub(crate) fn parse_document(format: Format, text: &str) -> Result<Value, FormatError> {
+    serde_json::from_str(text).map_err(|e| {
+        FormatError::new(
+            format,
+            format!(
+                "not valid JSON: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+        )
+    })
+}
+
+/// Names the JSON kind of a value, for errors.
+pub(crate) fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Recognises the two JSONL formats by their first non-empty line.
+fn detect_jsonl(text: &str) -> Option<Format> {
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let Ok(Value::Object(record)) = serde_json::from_str::<Value>(first) else {
+        return None;
+    };
+    let kind = record.get("type").and_then(Value::as_str)?;
+    let claude_code = record.contains_key("sessionId")
+        || record.contains_key("parentUuid")
+        || record.contains_key("leafUuid")
+        || (record.contains_key("message") && record.contains_key("uuid"));
+    if claude_code {
+        Some(Format::ClaudeCode)
+    } else if jsonl::LINE_TYPES.contains(&kind) {
+        Some(Format::Jsonl)
+    } else {
+        None
+    }
+}
+
+/// Tells an OpenAI message list from an Anthropic one.
+fn classify_document(value: &Value) -> Result<Format, FormatError> {
+    let messages = match value {
+        Value::Array(items) => items,
+        Value::Object(object) => {
+            if object.contains_key("system") {
+                return Ok(Format::Anthropic);
+            }
+            match object.get("messages") {
+                Some(Value::Array(items)) => items,
+                _ => {
+                    return Err(FormatError::new(
+                        Format::OpenAi,
+                        "cannot tell the format: expected a JSON array of messages, an object \
+                         with a `messages` array, or JSONL records; name it with --format",
+                    ));
+                }
+            }
+        }
+        other => {
+            return Err(FormatError::new(
+                Format::OpenAi,
+                format!("cannot tell the format: the document is {}", kind_of(other)),
+            ));
+        }
+    };
+    for message in messages {
+        let role = message.get("role").and_then(Value::as_str);
+        if matches!(role, Some("system" | "developer" | "tool"))
+            || message.get("tool_calls").is_some()
+            || message.get("tool_call_id").is_some()
+        {
+            return Ok(Format::OpenAi);
+        }
+        if let Some(Value::Array(blocks)) = message.get("content") {
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking") => {
+                        return Ok(Format::Anthropic);
+                    }
+                    Some("image") if block.get("source").is_some() => {
+                        return Ok(Format::Anthropic);
+                    }
+                    Some("image_url") => return Ok(Format::OpenAi),
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(Format::OpenAi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_each_format() {
+        let cases = [
+            (r#"{"type":"user","id":"m1","content":"hi"}"#, Format::Jsonl),
+            (
+                r#"{"type":"user","uuid":"u","sessionId":"s","message":{"role":"user","content":"hi"}}"#,
+                Format::ClaudeCode,
+            ),
+            (
+                r#"[{"role":"system","content":"be brief"}]"#,
+                Format::OpenAi,
+            ),
+            (
+                r#"{"system":"be brief","messages":[{"role":"user","content":"hi"}]}"#,
+                Format::Anthropic,
+            ),
+            (
+                r#"[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}]"#,
+                Format::Anthropic,
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+                Format::OpenAi,
+            ),
+            (
+                "[\n {\"role\": \"user\",\n  \"content\": \"hi\"}\n]",
+                Format::OpenAi,
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Format::detect(text).unwrap(), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn undetectable_input_says_what_it_saw() {
+        let err = Format::detect("42").unwrap_err();
+        assert!(
+            err.to_string().contains("the document is a number"),
+            "{err}"
+        );
+        let err = Format::detect("{\"foo\": 1}").unwrap_err();
+        assert!(err.to_string().contains("--format"), "{err}");
+        let err = Format::detect("[{\"role\": ").unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+    }
+
+    #[test]
+    fn format_names_parse_back() {
+        for format in Format::ALL {
+            assert_eq!(format.name().parse::<Format>().unwrap(), format);
+        }
+        let err = "yaml".parse::<Format>().unwrap_err();
+        assert!(
+            err.contains("jsonl, openai, anthropic, claude-code"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn location_names_every_coordinate() {
+        let err = FormatError::new(Format::Anthropic, "unknown block type `x`")
+            .at_message(3)
+            .at_block(1)
+            .at_field("type");
+        assert_eq!(
+            err.to_string(),
+            "anthropic message 3, block 1, field `type`: unknown block type `x`"
+        );
+        let err = FormatError::new(Format::Jsonl, "bad").at_line(7);
+        assert_eq!(err.to_string(), "jsonl line 7: bad");
+    }
+
+    #[test]
+    fn claude_code_cannot_be_written() {
+        let err = write(Format::ClaudeCode, &[]).unwrap_err();
+        assert!(err.detail.contains("import-only"));
+    }
+}

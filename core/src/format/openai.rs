@@ -1,0 +1,469 @@
+//! OpenAI Chat Completions messages, in and out.
+//!
+//! Read: a JSON array of messages, or an object with a `messages` array (a
+//! request body). Roles `system`, `developer`, `user`, `assistant` and `tool`;
+//! content as a string, `null`, or an array of `text`, `image_url` and `file`
+//! parts; `tool_calls`, `tool_call_id`, the tool's `name`, and
+//! `reasoning_content`. Fields this model has no place for (a participant
+//! `name`, `refusal`, `audio`, the `developer` role, ...) are kept in the
+//! message's metadata under `"openai"` and written back, so a round trip gives
+//! the same JSON. Messages carry no ids in this format; ids are derived from
+//! position and text.
+//!
+//! Written: the same shapes. An assistant message with tool calls and no text
+//! gets `"content": null`, as the API does.
+
+use serde_json::{Map, Value, json};
+
+use super::{Format, FormatError, kind_of, parse_document};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_id};
+
+/// The metadata key under which fields without a place in [`Message`] are kept.
+pub const EXTRA_KEY: &str = "openai";
+
+const FORMAT: Format = Format::OpenAi;
+
+/// Reads messages from JSON text.
+pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
+    from_value(parse_document(FORMAT, text)?)
+}
+
+/// Reads messages from a parsed JSON document.
+pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
+    let items = match document {
+        Value::Array(items) => items,
+        Value::Object(mut object) => match object.remove("messages") {
+            Some(Value::Array(items)) => items,
+            _ => {
+                return Err(FormatError::new(
+                    FORMAT,
+                    "expected an array of messages or an object with a `messages` array",
+                ));
+            }
+        },
+        other => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!("expected an array of messages, found {}", kind_of(&other)),
+            ));
+        }
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            message_from_value(item)
+                .map_err(|e| e.at_message(index))
+                .map(|mut m| {
+                    m.id = derived_id("openai", index, &m.text());
+                    m
+                })
+        })
+        .collect()
+}
+
+fn message_from_value(item: Value) -> Result<Message, FormatError> {
+    let Value::Object(mut object) = item else {
+        return Err(FormatError::new(
+            FORMAT,
+            format!("expected a message object, found {}", kind_of(&item)),
+        ));
+    };
+    let mut extra = Map::new();
+    let role = match object.remove("role") {
+        Some(Value::String(role)) => match role.as_str() {
+            "system" => Role::System,
+            "developer" => {
+                extra.insert("role".into(), Value::String(role));
+                Role::System
+            }
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            "function" => {
+                return Err(FormatError::new(
+                    FORMAT,
+                    "the legacy `function` role has no call id to pair it with; \
+                     convert it to `tool_calls` and `tool` messages",
+                )
+                .at_field("role"));
+            }
+            other => {
+                return Err(FormatError::new(
+                    FORMAT,
+                    format!(
+                        "unknown role `{other}`; expected system, developer, user, assistant or tool"
+                    ),
+                )
+                .at_field("role"));
+            }
+        },
+        Some(other) => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!("`role` must be a string, found {}", kind_of(&other)),
+            )
+            .at_field("role"));
+        }
+        None => return Err(FormatError::new(FORMAT, "missing `role`").at_field("role")),
+    };
+    let mut m = Message::new(role, "");
+    match object.remove("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => m.content = text,
+        Some(Value::Array(parts)) => {
+            for (i, part) in parts.into_iter().enumerate() {
+                m.parts
+                    .push(part_from_value(part).map_err(|e| e.at_block(i))?);
+            }
+        }
+        Some(other) => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!(
+                    "`content` must be a string, null or an array, found {}",
+                    kind_of(&other)
+                ),
+            )
+            .at_field("content"));
+        }
+    }
+    if let Some(calls) = object.remove("tool_calls") {
+        m.tool_calls = tool_calls_from_value(calls)?;
+    }
+    m.tool_call_id = optional_string(&mut object, "tool_call_id")?;
+    if role == Role::Tool {
+        m.tool_name = optional_string(&mut object, "name")?;
+        if m.tool_call_id.is_none() {
+            return Err(FormatError::new(
+                FORMAT,
+                "a `tool` message needs a `tool_call_id` naming the call it answers",
+            )
+            .at_field("tool_call_id"));
+        }
+    }
+    if let Some(text) = optional_string(&mut object, "reasoning_content")? {
+        m.reasoning = Some(Reasoning {
+            text,
+            ..Reasoning::default()
+        });
+    }
+    extra.extend(object);
+    if !extra.is_empty() {
+        m.metadata.insert(EXTRA_KEY.into(), Value::Object(extra));
+    }
+    Ok(m)
+}
+
+fn optional_string(
+    object: &mut Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, FormatError> {
+    match object.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(FormatError::new(
+            FORMAT,
+            format!("`{key}` must be a string, found {}", kind_of(&other)),
+        )
+        .at_field(key)),
+    }
+}
+
+fn tool_calls_from_value(calls: Value) -> Result<Vec<ToolCall>, FormatError> {
+    let Value::Array(calls) = calls else {
+        return Err(
+            FormatError::new(FORMAT, "`tool_calls` must be an array").at_field("tool_calls")
+        );
+    };
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, call)| {
+            let field = |name: &str| format!("tool_calls[{i}].{name}");
+            let id = call.get("id").and_then(Value::as_str).ok_or_else(|| {
+                FormatError::new(FORMAT, "a tool call needs a string `id`").at_field(field("id"))
+            })?;
+            let function = call.get("function").ok_or_else(|| {
+                FormatError::new(FORMAT, "a tool call needs a `function`")
+                    .at_field(field("function"))
+            })?;
+            let name = function
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    FormatError::new(FORMAT, "a tool call needs a string function name")
+                        .at_field(field("function.name"))
+                })?;
+            let arguments = match function.get("arguments") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                // Some servers send the arguments as an object; keep them as text.
+                Some(other) => other.to_string(),
+            };
+            Ok(ToolCall {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments,
+            })
+        })
+        .collect()
+}
+
+fn part_from_value(part: Value) -> Result<Part, FormatError> {
+    let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
+    match kind {
+        "text" => match part.get("text") {
+            Some(Value::String(text)) => Ok(Part::Text { text: text.clone() }),
+            _ => {
+                Err(FormatError::new(FORMAT, "a text part needs a string `text`").at_field("text"))
+            }
+        },
+        "image_url" => {
+            let url = part
+                .get("image_url")
+                .and_then(|i| i.get("url").or(Some(i)))
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    FormatError::new(FORMAT, "an image part needs `image_url.url`")
+                        .at_field("image_url")
+                })?;
+            Ok(Part::Image {
+                mime_type: data_url_mime(url),
+                source: MediaRef::Url(url.to_owned()),
+            })
+        }
+        "file" => {
+            let file = part.get("file").cloned().unwrap_or_default();
+            let get = |key: &str| file.get(key).and_then(Value::as_str).map(str::to_owned);
+            let path = get("file_data").or_else(|| get("file_id")).ok_or_else(|| {
+                FormatError::new(
+                    FORMAT,
+                    "a file part needs `file.file_data` or `file.file_id`",
+                )
+                .at_field("file")
+            })?;
+            Ok(Part::File {
+                name: get("filename").unwrap_or_default(),
+                mime_type: data_url_mime(&path),
+                path,
+            })
+        }
+        other => Err(FormatError::new(
+            FORMAT,
+            format!("unsupported content part type `{other}`; expected text, image_url or file"),
+        )
+        .at_field("type")),
+    }
+}
+
+/// The MIME type of a `data:` URL, if it is one.
+pub(crate) fn data_url_mime(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("data:")?;
+    let end = rest.find([';', ','])?;
+    Some(rest[..end].to_owned()).filter(|m| !m.is_empty())
+}
+
+/// Writes messages as Chat Completions message objects.
+pub fn to_values(messages: &[Message]) -> Result<Vec<Value>, FormatError> {
+    messages
+        .iter()
+        .enumerate()
+        .map(|(index, m)| message_to_value(m).map_err(|e| e.at_message(index)))
+        .collect()
+}
+
+fn message_to_value(m: &Message) -> Result<Value, FormatError> {
+    let mut object = Map::new();
+    object.insert("role".into(), Value::String(m.role.as_str().into()));
+    let content = if m.parts.is_empty() {
+        if m.content.is_empty() && m.has_tool_calls() {
+            Value::Null
+        } else {
+            Value::String(m.content.clone())
+        }
+    } else {
+        let mut parts = Vec::with_capacity(m.parts.len() + 1);
+        if !m.content.is_empty() {
+            parts.push(json!({"type": "text", "text": m.content}));
+        }
+        for (i, part) in m.parts.iter().enumerate() {
+            parts.push(part_to_value(part).map_err(|e| e.at_block(i))?);
+        }
+        Value::Array(parts)
+    };
+    object.insert("content".into(), content);
+    if m.has_tool_calls() {
+        let calls = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+        object.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        object.insert("tool_call_id".into(), Value::String(id.clone()));
+    }
+    if m.role == Role::Tool
+        && let Some(name) = &m.tool_name
+    {
+        object.insert("name".into(), Value::String(name.clone()));
+    }
+    if let Some(reasoning) = m.reasoning.as_ref().filter(|r| !r.redacted) {
+        object.insert(
+            "reasoning_content".into(),
+            Value::String(reasoning.text.clone()),
+        );
+    }
+    if let Some(Value::Object(extra)) = m.metadata.get(EXTRA_KEY) {
+        for (key, value) in extra {
+            object.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(Value::Object(object))
+}
+
+fn part_to_value(part: &Part) -> Result<Value, FormatError> {
+    Ok(match part {
+        Part::Text { text } => json!({"type": "text", "text": text}),
+        Part::Image {
+            source: MediaRef::Url(url),
+            ..
+        } => json!({"type": "image_url", "image_url": {"url": url}}),
+        Part::Image {
+            source: MediaRef::Path(path),
+            ..
+        } => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!(
+                    "the image `{path}` is a media path; load it into a data: URL (or strip \
+                     media) before writing OpenAI messages"
+                ),
+            ));
+        }
+        Part::File { name, path, .. } => {
+            let key = if path.starts_with("data:") {
+                "file_data"
+            } else {
+                "file_id"
+            };
+            json!({"type": "file", "file": {"filename": name, key: path}})
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(document: Value) {
+        let messages = from_value(document.clone()).unwrap();
+        let back = Value::Array(to_values(&messages).unwrap());
+        assert_eq!(back, document);
+    }
+
+    #[test]
+    fn tool_exchange_round_trips_exactly() {
+        round_trip(json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "weather", "content": "18C"},
+            {"role": "assistant", "content": "18C and sunny.", "reasoning_content": "easy"}
+        ]));
+    }
+
+    #[test]
+    fn parts_and_unknown_fields_round_trip() {
+        round_trip(json!([
+            {"role": "developer", "content": "Only JSON."},
+            {"role": "user", "name": "ann", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "file", "file": {"filename": "a.pdf", "file_id": "file-1"}}
+            ]},
+            {"role": "assistant", "content": "A cat.", "refusal": null}
+        ]));
+    }
+
+    #[test]
+    fn reads_fields_into_the_model() {
+        let messages = parse(
+            r#"{"model": "gpt-4o", "messages": [
+                {"role": "user", "content": [{"type": "image_url",
+                  "image_url": {"url": "data:image/jpeg;base64,/9j/"}}]},
+                {"role": "developer", "content": "x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            messages[0].parts[0],
+            Part::Image {
+                source: MediaRef::Url("data:image/jpeg;base64,/9j/".into()),
+                mime_type: Some("image/jpeg".into()),
+            }
+        );
+        assert_eq!(messages[1].role, Role::System);
+        assert!(messages[0].id.starts_with("openai-00000-"));
+    }
+
+    #[test]
+    fn bad_messages_name_index_and_field() {
+        let cases = [
+            (
+                json!([{"role": "user", "content": "ok"}, {"role": "robot"}]),
+                "message 1, field `role`: unknown role `robot`",
+            ),
+            (
+                json!([{"content": "x"}]),
+                "message 0, field `role`: missing `role`",
+            ),
+            (
+                json!([{"role": "function", "name": "f", "content": "x"}]),
+                "legacy `function` role",
+            ),
+            (
+                json!([{"role": "tool", "content": "x"}]),
+                "field `tool_call_id`",
+            ),
+            (
+                json!([{"role": "user", "content": 5}]),
+                "`content` must be a string",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "audio"}]}]),
+                "message 0, block 0, field `type`: unsupported content part type `audio`",
+            ),
+            (
+                json!([{"role": "assistant", "tool_calls": [{"id": "c"}]}]),
+                "field `tool_calls[0].function`",
+            ),
+            (
+                json!(["hello"]),
+                "message 0: expected a message object, found a string",
+            ),
+            (json!({"msgs": []}), "an object with a `messages` array"),
+        ];
+        for (document, expected) in cases {
+            let err = from_value(document).unwrap_err();
+            assert!(err.to_string().contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn media_paths_must_be_resolved_before_writing() {
+        let mut m = Message::user("look");
+        m.parts.push(Part::Image {
+            source: MediaRef::Path("media/1.png".into()),
+            mime_type: None,
+        });
+        let err = to_values(&[Message::user("ok"), m]).unwrap_err();
+        assert_eq!(err.location.message, Some(1));
+        assert!(err.detail.contains("media/1.png"));
+    }
+}

@@ -1,0 +1,397 @@
+//! The message model: one entry of an agent conversation, rich enough for every
+//! format agent-host reads and writes.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::tokens::TokenCounter;
+
+/// Who speaks in a message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model (the system prompt).
+    System,
+    /// The human, or whatever stands in for one.
+    #[default]
+    User,
+    /// The model.
+    Assistant,
+    /// The result of a tool call, linked to the call by `tool_call_id`.
+    Tool,
+}
+
+impl Role {
+    /// The lowercase name used by every format (`"system"`, `"user"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the bytes of an image live.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaRef {
+    /// A URL, including `data:` URLs that carry the bytes inline.
+    Url(String),
+    /// A path in the session's media folder.
+    Path(String),
+}
+
+/// One piece of a message's content beyond its plain text.
+///
+/// A format that sends content as a list of parts (OpenAI content arrays,
+/// Anthropic content blocks) is kept as parts, in order, text parts included;
+/// a format that sends a plain string fills [`Message::content`] instead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    /// A piece of text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, by URL or media path.
+    Image {
+        /// Where the image is.
+        source: MediaRef,
+        /// Its MIME type, when known (`image/png`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+    /// A reference to a file.
+    File {
+        /// The file's display name.
+        name: String,
+        /// Where the file is (a path or URL).
+        path: String,
+        /// Its MIME type, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+}
+
+/// The model's reasoning (thinking) that belongs to an assistant message.
+///
+/// It travels with its message: dropping the message drops its reasoning, and
+/// no stage may attach it to another message.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The reasoning text; for redacted reasoning, the provider's opaque data.
+    pub text: String,
+    /// The provider's signature over the reasoning (Anthropic), needed to send
+    /// it back unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Whether `text` is opaque redacted data rather than readable reasoning.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+/// A tool call made by an assistant message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id the tool result refers to.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as JSON text exactly as the model produced them.
+    pub arguments: String,
+}
+
+/// Token usage reported by the provider for the request that produced a message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens the provider read (the prompt).
+    pub input_tokens: u64,
+    /// Tokens the provider wrote (the completion).
+    pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's cache, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+}
+
+/// One message of a conversation.
+///
+/// Fields are public so that converters, stages and tests can build and edit
+/// messages freely. The token count is cached on first use by
+/// [`Message::tokens`]; code that edits the text of a message that may already
+/// have been counted calls [`Message::invalidate_tokens`] (the setters of this
+/// type do it for you).
+///
+/// ```
+/// use agent_host_core::{Message, Role};
+///
+/// let mut m = Message::assistant("Reading the file.");
+/// m.push_tool_call("call_1", "read_file", r#"{"path":"README.md"}"#);
+/// assert_eq!(m.role, Role::Assistant);
+/// assert_eq!(m.tool_calls[0].name, "read_file");
+///
+/// let result = Message::tool_result("call_1", "read_file", "# agent-host");
+/// assert_eq!(result.tool_call_id.as_deref(), Some("call_1"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Message {
+    /// Stable identifier, unique within its session.
+    pub id: String,
+    /// Who speaks.
+    pub role: Role,
+    /// The plain text content (empty when the content is given as `parts`).
+    pub content: String,
+    /// Structured content: text, images and file references, in order.
+    pub parts: Vec<Part>,
+    /// The model's reasoning, kept with its assistant message.
+    pub reasoning: Option<Reasoning>,
+    /// Tool calls made by an assistant message.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool result: the id of the call it answers.
+    pub tool_call_id: Option<String>,
+    /// For a tool result: the name of the tool that produced it.
+    pub tool_name: Option<String>,
+    /// For a tool result: whether the tool reported an error.
+    pub is_error: bool,
+    /// Provider-reported usage for the request that produced this message.
+    pub usage: Option<Usage>,
+    /// The model that produced this message.
+    pub model: Option<String>,
+    /// When the message was created.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// The agent that owns or wrote the message.
+    pub agent: Option<String>,
+    /// Where the message came from (`telegram`, `cli`, a forwarding agent, ...).
+    pub channel: Option<String>,
+    /// Made by agent-host rather than said by a participant (a repair, a
+    /// warning, a summary boundary).
+    pub synthetic: bool,
+    /// Part of a summary checkpoint.
+    pub summary: bool,
+    /// Free-form data that survives every round trip, including fields a
+    /// source format has that this model has no place for.
+    pub metadata: Map<String, Value>,
+    tokens: TokenCache,
+}
+
+impl Message {
+    /// A message with a role and plain text content, and an empty id.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            ..Message::default()
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// A tool result answering the call `call_id` of tool `tool_name`.
+    pub fn tool_result(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            tool_name: Some(tool_name.into()),
+            ..Self::new(Role::Tool, content)
+        }
+    }
+
+    /// Sets the id, builder style.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Adds a tool call to this (assistant) message.
+    pub fn push_tool_call(
+        &mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) {
+        self.tool_calls.push(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        });
+        self.invalidate_tokens();
+    }
+
+    /// Replaces the plain text content.
+    pub fn set_content(&mut self, content: impl Into<String>) {
+        self.content = content.into();
+        self.invalidate_tokens();
+    }
+
+    /// All the text of the message: `content` followed by the text parts,
+    /// separated by blank lines. Borrowed when there is only one piece.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        let mut pieces = std::iter::once(self.content.as_str())
+            .chain(self.parts.iter().filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            }))
+            .filter(|s| !s.is_empty());
+        let Some(first) = pieces.next() else {
+            return "".into();
+        };
+        match pieces.next() {
+            None => first.into(),
+            Some(second) => {
+                let mut all = format!("{first}\n\n{second}");
+                for piece in pieces {
+                    all.push_str("\n\n");
+                    all.push_str(piece);
+                }
+                all.into()
+            }
+        }
+    }
+
+    /// Whether this is an assistant message that calls tools.
+    pub fn has_tool_calls(&self) -> bool {
+        !self.tool_calls.is_empty()
+    }
+
+    /// The estimated token count of this message, computed by `counter` on
+    /// first use and cached.
+    ///
+    /// The cache remembers which counter filled it ([`TokenCounter::cache_key`]);
+    /// asking with a different counter computes afresh without caching.
+    pub fn tokens(&self, counter: &dyn TokenCounter) -> u32 {
+        let key = counter.cache_key();
+        if let Some(&(cached_key, count)) = self.tokens.0.get() {
+            if cached_key == key {
+                return count;
+            }
+            return counter.count_message(self);
+        }
+        let count = counter.count_message(self);
+        // A concurrent caller may have won the race with the same value.
+        let _ = self.tokens.0.set((key, count));
+        count
+    }
+
+    /// The cached token count, if any counter has filled it.
+    pub fn cached_tokens(&self) -> Option<u32> {
+        self.tokens.0.get().map(|&(_, count)| count)
+    }
+
+    /// Forgets the cached token count; call after editing a counted message.
+    pub fn invalidate_tokens(&mut self) {
+        self.tokens = TokenCache::default();
+    }
+}
+
+/// The per-message token cache: `(counter key, count)`, ignored by equality.
+#[derive(Clone, Debug, Default)]
+struct TokenCache(OnceLock<(u64, u32)>);
+
+impl PartialEq for TokenCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// A deterministic message id for sources that carry none.
+///
+/// Built from a prefix naming the source, the message's position, and a hash of
+/// its text, so that importing the same transcript twice gives the same ids and
+/// different messages at one position give different ids.
+pub fn derived_id(prefix: &str, index: usize, text: &str) -> String {
+    format!("{prefix}-{index:05}-{:08x}", fnv1a(text.as_bytes()) as u32)
+}
+
+/// FNV-1a, 64 bits: a fast, stable, dependency-free hash for derived ids.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::HeuristicCounter;
+
+    #[test]
+    fn text_joins_content_and_text_parts() {
+        let mut m = Message::user("");
+        assert_eq!(m.text(), "");
+        m.parts = vec![
+            Part::Text { text: "one".into() },
+            Part::Image {
+                source: MediaRef::Url("https://example.com/a.png".into()),
+                mime_type: None,
+            },
+            Part::Text { text: "two".into() },
+        ];
+        assert_eq!(m.text(), "one\n\ntwo");
+        m.content = "zero".into();
+        assert_eq!(m.text(), "zero\n\none\n\ntwo");
+    }
+
+    #[test]
+    fn token_cache_is_filled_once_and_invalidated_by_setters() {
+        let counter = HeuristicCounter::default();
+        let mut m = Message::user("a".repeat(400));
+        assert_eq!(m.cached_tokens(), None);
+        let first = m.tokens(&counter);
+        assert_eq!(m.cached_tokens(), Some(first));
+        m.set_content("a".repeat(4000));
+        assert_eq!(m.cached_tokens(), None);
+        assert!(m.tokens(&counter) > first);
+    }
+
+    #[test]
+    fn a_different_counter_does_not_read_another_counters_cache() {
+        let cheap = HeuristicCounter {
+            message_overhead: 0,
+            ..HeuristicCounter::default()
+        };
+        let m = Message::user("abcd");
+        let default = m.tokens(&HeuristicCounter::default());
+        assert_ne!(m.tokens(&cheap), default);
+    }
+
+    #[test]
+    fn derived_ids_are_stable_and_distinguish_content() {
+        assert_eq!(derived_id("x", 3, "hi"), derived_id("x", 3, "hi"));
+        assert_ne!(derived_id("x", 3, "hi"), derived_id("x", 3, "ho"));
+        assert_ne!(derived_id("x", 3, "hi"), derived_id("x", 4, "hi"));
+    }
+}

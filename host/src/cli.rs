@@ -1,0 +1,166 @@
+//! The `agent-host` command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use agent_host_core::format::{self, Format, FormatError};
+use agent_host_core::pairing::ToolPairing;
+use agent_host_core::{HeuristicCounter, Message};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::input::{self, Loaded};
+
+/// Exit code for input that could not be read as a history (sysexits' EX_DATAERR).
+pub const EXIT_BAD_INPUT: u8 = 65;
+
+/// agent-host: sessions and context for LLM agents, with sandboxed history processors.
+#[derive(Debug, Parser)]
+#[command(name = "agent-host", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show a history: its messages, token estimates, and how tool calls pair with results.
+    ///
+    /// With no FILE, shows the sample session built into the binary.
+    Inspect {
+        /// The history to read (`-` for standard input).
+        file: Option<PathBuf>,
+        /// Its format; detected when not given.
+        #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+        format: Option<Format>,
+    },
+    /// Convert a history from one format to another.
+    Convert {
+        /// The history to read (`-` for standard input).
+        file: PathBuf,
+        /// Its format; detected when not given.
+        #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+        format: Option<Format>,
+        /// The format to write.
+        #[arg(long, value_name = "jsonl|openai|anthropic")]
+        to: Format,
+        /// Where to write (standard output when not given).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// Runs a parsed command line, writing results to `out`.
+///
+/// Errors caused by unreadable input carry a [`FormatError`] in their chain;
+/// [`exit_code`] maps them to [`EXIT_BAD_INPUT`].
+pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Inspect { file, format } => {
+            let loaded = match file {
+                Some(path) => input::load(&path, format)?,
+                None => input::sample(),
+            };
+            inspect(&loaded, out)
+        }
+        Command::Convert {
+            file,
+            format,
+            to,
+            output,
+        } => {
+            let loaded = input::load(&file, format)?;
+            let text = format::write(to, &loaded.transcript.messages)
+                .with_context(|| format!("cannot write {} as {to}", loaded.source))?;
+            match output {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+                None => out.write_all(text.as_bytes())?,
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The process exit code for an error returned by [`run`].
+pub fn exit_code(error: &anyhow::Error) -> ExitCode {
+    if error.chain().any(|e| e.is::<FormatError>()) {
+        ExitCode::from(EXIT_BAD_INPUT)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
+    let counter = HeuristicCounter::default();
+    let messages = &loaded.transcript.messages;
+    let total: u64 = messages.iter().map(|m| u64::from(m.tokens(&counter))).sum();
+    let pairing = ToolPairing::of(messages);
+    writeln!(
+        out,
+        "{} ({}): {} messages, about {total} tokens (heuristic)",
+        loaded.source,
+        loaded.format,
+        messages.len()
+    )?;
+    if let Some(title) = &loaded.transcript.title {
+        writeln!(out, "title: {title}")?;
+    }
+    writeln!(
+        out,
+        "tool calls: {}, answered: {}, unanswered: {}, orphan results: {}",
+        pairing.calls,
+        pairing.answered,
+        pairing.unanswered.len(),
+        pairing.orphans.len()
+    )?;
+    for id in &pairing.unanswered {
+        writeln!(out, "  unanswered call: {id}")?;
+    }
+    for id in &pairing.orphans {
+        writeln!(out, "  orphan result in message: {id}")?;
+    }
+    if !loaded.transcript.skipped.is_empty() {
+        writeln!(
+            out,
+            "records that are not messages: {}",
+            loaded.transcript.skipped.len()
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{:>5}  {:<10} {:>7}  text", "#", "role", "tokens")?;
+    for (i, m) in messages.iter().enumerate() {
+        writeln!(
+            out,
+            "{i:>5}  {:<10} {:>7}  {}",
+            m.role.as_str(),
+            m.tokens(&counter),
+            preview(m)
+        )?;
+    }
+    Ok(())
+}
+
+/// One line saying what a message holds.
+fn preview(m: &Message) -> String {
+    let mut line = String::new();
+    if m.reasoning.is_some() {
+        line.push_str("[reasoning] ");
+    }
+    for call in &m.tool_calls {
+        line.push_str(&format!("-> {}({}) ", call.name, call.arguments));
+    }
+    if let Some(name) = &m.tool_name {
+        line.push_str(&format!("<- {name}: "));
+    }
+    line.push_str(&m.text());
+    let line: String = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    const WIDTH: usize = 72;
+    if line.chars().count() > WIDTH {
+        let cut: String = line.chars().take(WIDTH - 1).collect();
+        format!("{cut}…")
+    } else {
+        line
+    }
+}

@@ -1,0 +1,128 @@
+//! The command line as a user runs it.
+
+use crate::util::{corpus, run, stderr, stdout};
+
+#[test]
+fn inspect_without_input_shows_the_embedded_sample() {
+    let output = run(&["inspect"], "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("embedded sample (jsonl): 12 messages"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tool calls: 4, answered: 4, unanswered: 0, orphan results: 0"),
+        "{text}"
+    );
+    assert!(text.contains("-> bash("), "{text}");
+}
+
+#[test]
+fn inspect_reports_unanswered_calls_of_an_interrupted_run() {
+    let history = r#"[
+      {"role": "user", "content": "deploy"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_9", "type": "function", "function": {"name": "deploy", "arguments": "{}"}}]}
+    ]"#;
+    let output = run(&["inspect", "-"], history);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("stdin (openai): 2 messages"), "{text}");
+    assert!(text.contains("unanswered call: call_9"), "{text}");
+}
+
+#[test]
+fn bad_input_exits_65_naming_the_message_and_field() {
+    let output = run(
+        &["inspect", "-"],
+        r#"[{"role": "user", "content": "hi"}, {"role": "robot", "content": "x"}]"#,
+    );
+    assert_eq!(output.status.code(), Some(65));
+    let err = stderr(&output);
+    assert!(err.contains("cannot read the history in stdin"), "{err}");
+    assert!(
+        err.contains("openai message 1, field `role`: unknown role `robot`"),
+        "{err}"
+    );
+    assert!(stdout(&output).is_empty());
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_not_bad_input() {
+    let output = run(&["inspect", "/nonexistent/history.json"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("cannot read the history from /nonexistent/history.json"));
+}
+
+#[test]
+fn convert_writes_a_file_that_reads_back_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = dir.path().join("sample.jsonl");
+    let openai = dir.path().join("sample.json");
+    std::fs::write(&jsonl, agent_host::input::SAMPLE).unwrap();
+    let output = run(
+        &[
+            "convert",
+            jsonl.to_str().unwrap(),
+            "--to",
+            "openai",
+            "-o",
+            openai.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let back = run(
+        &["convert", openai.to_str().unwrap(), "--to", "anthropic"],
+        "",
+    );
+    assert!(back.status.success(), "{}", stderr(&back));
+    let request: serde_json::Value = serde_json::from_str(&stdout(&back)).unwrap();
+    assert!(
+        request["system"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are a careful coding agent")
+    );
+    // 11 non-system messages, 11 turns: each tool result is a user turn of its own.
+    let turns = request["messages"].as_array().unwrap();
+    assert_eq!(turns.len(), 11, "{request:#}");
+    assert_eq!(turns[2]["content"][0]["tool_use_id"], "call_01");
+    assert_eq!(turns[3]["content"][0]["type"], "thinking");
+}
+
+#[test]
+fn convert_refuses_to_write_claude_code() {
+    let output = run(&["convert", "-", "--to", "claude-code"], "[]");
+    assert_eq!(output.status.code(), Some(65));
+    assert!(stderr(&output).contains("import-only"));
+}
+
+#[test]
+fn inspect_reads_a_real_claude_code_session() {
+    let Some(dir) = corpus() else { return };
+    let path = dir.join("claude-code-sessions-ccv/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl");
+    let output = run(&["inspect", path.to_str().unwrap()], "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("(claude-code): "), "{text}");
+    assert!(
+        text.contains("tool calls: 167, answered: 167, unanswered: 0, orphan results: 0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    use std::process::Stdio;
+    let mut child = crate::util::agent_host()
+        .args(["inspect"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}

@@ -1,0 +1,4 @@
+//! Cross-crate tests: the real `agent-host` binary on real and hostile input.
+
+mod cli;
+mod util;
