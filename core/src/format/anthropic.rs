@@ -366,6 +366,15 @@ pub fn to_request(messages: &[Message]) -> Result<Value, FormatError> {
     let mut out: Vec<Value> = Vec::with_capacity(messages.len());
     for (index, m) in messages.iter().enumerate() {
         let at = |e: FormatError| e.at_message(index);
+        if m.role != Role::Assistant && (m.has_tool_calls() || m.reasoning.is_some()) {
+            return Err(at(FormatError::new(
+                FORMAT,
+                format!(
+                    "a {} message carries tool calls or reasoning, which only assistant turns can hold",
+                    m.role
+                ),
+            )));
+        }
         match m.role {
             Role::System => system.push(m),
             Role::User => {
@@ -696,6 +705,18 @@ mod tests {
             let err = from_value(document).unwrap_err();
             assert!(err.to_string().contains(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn tool_calls_outside_assistant_turns_are_refused_not_dropped() {
+        let mut m = Message::user("hi");
+        m.push_tool_call("c1", "ls", "{}");
+        let err = to_request(&[m]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("message 0: a user message carries tool calls"),
+            "{err}"
+        );
     }
 
     #[test]
