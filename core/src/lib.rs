@@ -38,11 +38,23 @@
 //! # Ok::<(), agent_host_core::format::FormatError>(())
 //! ```
 
+pub mod budget;
+pub mod compact;
+pub mod doom_loop;
+pub mod export;
+pub mod extractive;
 pub mod format;
 pub mod message;
 pub mod pairing;
+pub mod pipeline;
+pub mod prune;
+pub mod query;
+pub mod repair;
 pub mod session;
+pub mod summarize;
 pub mod tokens;
+pub mod truncate;
+pub mod validate;
 
 pub use message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage};
 pub use session::{Checkpoint, SessionHeader};

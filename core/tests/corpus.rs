@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use agent_host_core::format::{self, Format, anthropic, claude_code, jsonl, openai};
 use agent_host_core::pairing::ToolPairing;
+use agent_host_core::validate::validate;
 use agent_host_core::{Message, Role};
 use serde_json::Value;
 
@@ -99,19 +100,31 @@ fn every_tau_bench_conversation_imports_and_round_trips() {
 #[test]
 fn every_claude_code_session_imports_with_nothing_lost() {
     let Some(dir) = corpus() else { return };
-    // (file, records, messages, assistant turns, tool calls)
+    // (file, records, main thread: messages, assistant turns, tool calls;
+    //  subagent sidechains: count, messages, tool calls)
     let expected = [
-        ("1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl", 29, 21, 7, 12),
-        ("5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", 53, 45, 20, 21),
+        (
+            "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+            29,
+            (21, 7, 12),
+            (0, 0, 0),
+        ),
+        (
+            "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+            53,
+            (25, 10, 13),
+            (2, 20, 8),
+        ),
         (
             "fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
             438,
-            345,
-            170,
-            167,
+            (23, 9, 11),
+            (5, 322, 156),
         ),
     ];
-    for (file, records, messages, turns, calls) in expected {
+    for (file, records, (messages, turns, calls), (sidechains, side_messages, side_calls)) in
+        expected
+    {
         let text =
             std::fs::read_to_string(dir.join("claude-code-sessions-ccv").join(file)).unwrap();
         assert_eq!(Format::detect(&text).unwrap(), Format::ClaudeCode, "{file}");
@@ -127,11 +140,23 @@ fn every_claude_code_session_imports_with_nothing_lost() {
         let pairing = ToolPairing::of(&t.messages);
         assert_eq!((pairing.calls, pairing.answered), (calls, calls), "{file}");
         assert!(pairing.is_complete(), "{file}: {pairing:?}");
+        // Each thread is a valid conversation of its own.
+        assert_eq!(validate(&t.messages), [], "{file}: main thread");
+        assert_eq!(t.sidechains.len(), sidechains, "{file}");
+        let (mut n, mut c) = (0, 0);
+        for (k, side) in t.sidechains.iter().enumerate() {
+            let pairing = ToolPairing::of(side);
+            assert!(pairing.is_complete(), "{file}: sidechain {k}: {pairing:?}");
+            assert_eq!(validate(side), [], "{file}: sidechain {k}");
+            n += side.len();
+            c += pairing.calls;
+        }
+        assert_eq!((n, c), (side_messages, side_calls), "{file}");
 
         // Every record of the file is accounted for: a message's id, a merged
         // streamed piece, or the title.
         let mut seen: HashSet<String> = HashSet::new();
-        for m in &t.messages {
+        for m in t.messages.iter().chain(t.sidechains.iter().flatten()) {
             seen.insert(m.id.split(':').next().unwrap().to_owned());
             if let Some(Value::Array(merged)) =
                 m.metadata[claude_code::EXTRA_KEY].get("merged_uuids")

@@ -121,6 +121,15 @@ fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
     for id in &pairing.orphans {
         writeln!(out, "  orphan result in message: {id}")?;
     }
+    let sidechains = &loaded.transcript.sidechains;
+    if !sidechains.is_empty() {
+        let n: usize = sidechains.iter().map(Vec::len).sum();
+        writeln!(
+            out,
+            "subagent sidechains: {} ({n} messages, not shown)",
+            sidechains.len()
+        )?;
+    }
     if !loaded.transcript.skipped.is_empty() {
         writeln!(
             out,

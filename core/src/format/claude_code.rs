@@ -9,6 +9,10 @@
 //!   streamed turn over several lines that share `message.id`, and those lines
 //!   are merged into one message (at the place of the first), with the usage
 //!   of the last and every line's `uuid` kept;
+//! - records with `isSidechain: true` are a subagent's conversation (the
+//!   `Task` tool): they were never in the main thread's context, so they go
+//!   to [`Transcript::sidechains`], one list per subagent run (a sidechain
+//!   record joins the sidechain of its `parentUuid`, or starts a new one);
 //! - `summary` records give the transcript's title;
 //! - other record types are not conversation messages and are listed in
 //!   [`Transcript::skipped`].
@@ -34,112 +38,163 @@ const FORMAT: Format = Format::ClaudeCode;
 
 /// Reads a session log.
 pub fn parse(text: &str) -> Result<Transcript, FormatError> {
-    let mut transcript = Transcript::default();
-    let mut tool_names = ToolNames::default();
-    // Streamed assistant turns: `message.id` -> index in `transcript.messages`.
-    let mut turns: HashMap<String, usize> = HashMap::new();
+    let mut reader = Reader::default();
     for (i, line) in text.lines().enumerate() {
         let line_no = i + 1;
         if line.trim().is_empty() {
             continue;
         }
-        read_record(line, line_no, &mut transcript, &mut tool_names, &mut turns)
+        reader
+            .read_record(line, line_no)
             .map_err(|e| e.at_line(line_no))?;
     }
-    Ok(transcript)
+    Ok(reader.transcript)
 }
 
-fn read_record(
-    line: &str,
-    line_no: usize,
-    transcript: &mut Transcript,
-    tool_names: &mut ToolNames,
-    turns: &mut HashMap<String, usize>,
-) -> Result<(), FormatError> {
-    let record: Value = serde_json::from_str(line)
-        .map_err(|e| FormatError::new(FORMAT, format!("not valid JSON: {e}")))?;
-    let Value::Object(mut record) = record else {
-        return Err(FormatError::new(
-            FORMAT,
-            format!("expected a record object, found {}", kind_of(&record)),
-        ));
-    };
-    let kind = match record.remove("type") {
-        Some(Value::String(kind)) => kind,
-        _ => return Err(FormatError::new(FORMAT, "missing string `type`").at_field("type")),
-    };
-    match kind.as_str() {
-        "summary" => {
-            if transcript.title.is_none() {
-                transcript.title = record
-                    .get("summary")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-            }
-            Ok(())
+/// Which conversation a message belongs to.
+#[derive(Clone, Copy)]
+enum Thread {
+    Main,
+    Sidechain(usize),
+}
+
+#[derive(Default)]
+struct Reader {
+    transcript: Transcript,
+    tool_names: ToolNames,
+    /// Streamed assistant turns: `message.id` -> where the turn is.
+    turns: HashMap<String, (Thread, usize)>,
+    /// Record uuids of sidechains -> which sidechain.
+    sidechain_of: HashMap<String, usize>,
+}
+
+impl Reader {
+    /// The thread a record goes to: the main one, the sidechain its parent is
+    /// in, or a new sidechain.
+    fn thread_of(&mut self, record: &Map<String, Value>) -> Thread {
+        if record.get("isSidechain").and_then(Value::as_bool) != Some(true) {
+            return Thread::Main;
         }
-        "user" => {
-            let (mut message, common) = split_record(record)?;
-            let content = message.remove("content").unwrap_or(Value::Null);
-            let (results, user) = anthropic::user_content(FORMAT, content, tool_names)?;
-            for (n, mut m) in results.into_iter().chain(user).enumerate() {
-                m.id = if n == 0 {
-                    common.uuid.clone()
-                } else {
-                    format!("{}:{n}", common.uuid)
-                };
-                common.stamp(&mut m);
-                transcript.messages.push(m);
+        let parent = record.get("parentUuid").and_then(Value::as_str);
+        let k = match parent.and_then(|p| self.sidechain_of.get(p)) {
+            Some(&k) => k,
+            None => {
+                self.transcript.sidechains.push(Vec::new());
+                self.transcript.sidechains.len() - 1
             }
-            Ok(())
+        };
+        if let Some(uuid) = record.get("uuid").and_then(Value::as_str) {
+            self.sidechain_of.insert(uuid.to_owned(), k);
         }
-        "assistant" => {
-            let (mut message, mut common) = split_record(record)?;
-            let content = message.remove("content").unwrap_or(Value::Null);
-            let usage = message.get("usage").map(usage_from_value);
-            let message_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
-            if let Some(&index) = message_id.as_ref().and_then(|id| turns.get(id)) {
-                let m = &mut transcript.messages[index];
-                anthropic::assistant_content(FORMAT, content, m, tool_names)?;
-                m.usage = usage.or(m.usage);
-                m.invalidate_tokens();
-                if let Some(Value::Object(extra)) = m.metadata.get_mut(EXTRA_KEY) {
-                    let merged = extra
-                        .entry("merged_uuids")
-                        .or_insert_with(|| Value::Array(Vec::new()));
-                    if let Value::Array(uuids) = merged {
-                        uuids.push(Value::String(common.uuid));
-                    }
+        Thread::Sidechain(k)
+    }
+
+    fn thread(&mut self, thread: Thread) -> &mut Vec<Message> {
+        match thread {
+            Thread::Main => &mut self.transcript.messages,
+            Thread::Sidechain(k) => &mut self.transcript.sidechains[k],
+        }
+    }
+
+    fn read_record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
+        let record: Value = serde_json::from_str(line)
+            .map_err(|e| FormatError::new(FORMAT, format!("not valid JSON: {e}")))?;
+        let Value::Object(mut record) = record else {
+            return Err(FormatError::new(
+                FORMAT,
+                format!("expected a record object, found {}", kind_of(&record)),
+            ));
+        };
+        let kind = match record.remove("type") {
+            Some(Value::String(kind)) => kind,
+            _ => return Err(FormatError::new(FORMAT, "missing string `type`").at_field("type")),
+        };
+        match kind.as_str() {
+            "summary" => {
+                if self.transcript.title.is_none() {
+                    self.transcript.title = record
+                        .get("summary")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                 }
-                return Ok(());
             }
-            let mut m = Message::assistant("");
-            anthropic::assistant_content(FORMAT, content, &mut m, tool_names)?;
-            m.id = common.uuid.clone();
-            m.usage = usage;
-            m.model = message
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_owned);
-            if let Some(id) = &message_id {
-                common
-                    .extra
-                    .insert("message_id".into(), Value::String(id.clone()));
+            "user" => {
+                let thread = self.thread_of(&record);
+                let (mut message, common) = split_record(record)?;
+                let content = message.remove("content").unwrap_or(Value::Null);
+                let (results, user) = anthropic::user_content(FORMAT, content, &self.tool_names)?;
+                for (n, mut m) in results.into_iter().chain(user).enumerate() {
+                    m.id = if n == 0 {
+                        common.uuid.clone()
+                    } else {
+                        format!("{}:{n}", common.uuid)
+                    };
+                    common.stamp(&mut m);
+                    self.thread(thread).push(m);
+                }
             }
-            common.stamp(&mut m);
-            if let Some(id) = message_id {
-                turns.insert(id, transcript.messages.len());
+            "assistant" => {
+                let thread = self.thread_of(&record);
+                self.read_assistant(record, thread)?;
             }
-            transcript.messages.push(m);
-            Ok(())
-        }
-        _ => {
-            transcript.skipped.push(Skipped {
+            _ => self.transcript.skipped.push(Skipped {
                 line: line_no,
                 kind,
-            });
-            Ok(())
+            }),
         }
+        Ok(())
+    }
+
+    /// An assistant record: a new turn, or a streamed piece of an earlier one.
+    fn read_assistant(
+        &mut self,
+        record: Map<String, Value>,
+        thread: Thread,
+    ) -> Result<(), FormatError> {
+        let (mut message, mut common) = split_record(record)?;
+        let content = message.remove("content").unwrap_or(Value::Null);
+        let usage = message.get("usage").map(usage_from_value);
+        let message_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
+        let mut tool_names = std::mem::take(&mut self.tool_names);
+        if let Some(&(turn_thread, index)) = message_id.as_ref().and_then(|id| self.turns.get(id)) {
+            let m = &mut self.thread(turn_thread)[index];
+            let added = anthropic::assistant_content(FORMAT, content, m, &mut tool_names);
+            m.usage = usage.or(m.usage);
+            m.invalidate_tokens();
+            if let Some(Value::Object(extra)) = m.metadata.get_mut(EXTRA_KEY) {
+                let merged = extra
+                    .entry("merged_uuids")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(uuids) = merged {
+                    uuids.push(Value::String(common.uuid));
+                }
+            }
+            self.tool_names = tool_names;
+            return added;
+        }
+        let mut m = Message::assistant("");
+        let added = anthropic::assistant_content(FORMAT, content, &mut m, &mut tool_names);
+        self.tool_names = tool_names;
+        added?;
+        m.id = common.uuid.clone();
+        m.usage = usage;
+        m.model = message
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let Some(id) = &message_id {
+            common
+                .extra
+                .insert("message_id".into(), Value::String(id.clone()));
+        }
+        common.stamp(&mut m);
+        let messages = self.thread(thread);
+        if let Some(id) = message_id {
+            let index = messages.len();
+            self.turns.insert(id, (thread, index));
+        }
+        self.thread(thread).push(m);
+        Ok(())
     }
 }
 

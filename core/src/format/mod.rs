@@ -98,6 +98,9 @@ pub struct Transcript {
     pub messages: Vec<Message>,
     /// A title, when the source carries one (Claude Code `summary` records).
     pub title: Option<String>,
+    /// Conversations of subagents (Claude Code sidechains), each in order,
+    /// kept apart from `messages`: they were never in the main model's context.
+    pub sidechains: Vec<Vec<Message>>,
     /// Records that are not conversation messages and were left out, so that
     /// a caller can report them.
     pub skipped: Vec<Skipped>,

@@ -1,0 +1,597 @@
+//! The compaction pipeline: from the log to the view sent to the model.
+//!
+//! The stages run in order, each switchable in [`PipelineConfig`]:
+//!
+//! 1. **repair** of tool-call pairing ([`crate::repair`]);
+//! 2. **doom-loop** warnings ([`crate::doom_loop`]);
+//! 3. **pruning** of large tool results ([`crate::prune`]);
+//! 4. **summarization** when a trigger fires ([`crate::compact`]): the new
+//!    checkpoint pair is returned in [`Compaction::append`] for the caller to
+//!    append to the log, and the view continues after it;
+//! 5. **budget packing** ([`crate::budget`]);
+//! 6. **emergency truncation** when the view still does not fit
+//!    ([`crate::truncate`]).
+//!
+//! The result is validated ([`crate::validate`]); the report says what every
+//! stage did. The pipeline never edits or shortens the log: it reads it and
+//! returns a view plus what to append. It is pure and deterministic: the time
+//! comes in as an argument.
+
+use chrono::{DateTime, Utc};
+
+use crate::budget::{BudgetConfig, ViewTokens, pack, split_log};
+use crate::compact::{self, NoPlan, SummaryConfig, Trigger, TriggerDistance};
+use crate::doom_loop::{self, DoomLoop, DoomLoopConfig};
+use crate::message::{Message, Role};
+use crate::prune::{self, PruneConfig, Pruned};
+use crate::repair::{self, Repair};
+use crate::session::Checkpoint;
+use crate::summarize::Summarizer;
+use crate::tokens::TokenCounter;
+use crate::truncate::{self, TruncateConfig, Truncation};
+use crate::validate::{self, Violation};
+
+/// Which stages run, and with what settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineConfig {
+    /// The context budget.
+    pub budget: BudgetConfig,
+    /// Run repair (on by default; repair is what makes the view sendable).
+    pub repair: bool,
+    /// Doom-loop detection, or `None` to skip it.
+    pub doom_loop: Option<DoomLoopConfig>,
+    /// Pruning of large tool results, or `None` to skip it.
+    pub prune: Option<PruneConfig>,
+    /// Summarization, or `None` to skip it.
+    pub summary: Option<SummaryConfig>,
+    /// Emergency truncation, or `None` to skip it.
+    pub truncate: Option<TruncateConfig>,
+    /// Use the aggressive pruning thresholds (after a context-length error).
+    pub aggressive: bool,
+    /// Summarize now, whatever the triggers say (`/summarize`).
+    pub force_summary: bool,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            budget: BudgetConfig::default(),
+            repair: true,
+            doom_loop: Some(DoomLoopConfig::default()),
+            prune: Some(PruneConfig::default()),
+            summary: Some(SummaryConfig::default()),
+            truncate: Some(TruncateConfig::default()),
+            aggressive: false,
+            force_summary: false,
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Only repair and budget packing: what `--no-compact` means.
+    pub fn repair_only(budget: BudgetConfig) -> Self {
+        PipelineConfig {
+            budget,
+            repair: true,
+            doom_loop: None,
+            prune: None,
+            summary: None,
+            truncate: None,
+            aggressive: false,
+            force_summary: false,
+        }
+    }
+}
+
+/// What happened at the summarization stage.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SummaryOutcome {
+    /// The stage is off, or no summarizer was given.
+    Skipped,
+    /// No summary was needed or possible, and why.
+    NotDone(NoPlan),
+    /// A checkpoint was made.
+    Summarized {
+        /// What fired it.
+        trigger: Trigger,
+        /// How many messages it covers.
+        covered: usize,
+        /// How many summarization calls made it (more than one: multi-part).
+        parts: usize,
+        /// Messages too large to summarize, left out of it.
+        oversized: Vec<String>,
+    },
+    /// The summarizer failed: the full history was kept.
+    Failed {
+        /// What fired it.
+        trigger: Trigger,
+        /// Why it failed.
+        error: String,
+    },
+}
+
+/// How full the context is, and how close each summarization trigger is:
+/// what `/context` shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextUsage {
+    /// The model's window.
+    pub context_limit: u32,
+    /// Tokens kept for the answer.
+    pub response_reserve: u32,
+    /// Tokens of the tool definitions.
+    pub tool_definitions: u32,
+    /// Tokens per part of the view.
+    pub view: ViewTokens,
+    /// Messages in the view.
+    pub messages_in_view: usize,
+    /// Messages since the last summary (before this compaction).
+    pub messages_since_summary: usize,
+    /// Tokens of the history since the last summary, with system prompt and
+    /// summary (before this compaction).
+    pub tokens_since_summary: u64,
+    /// How close each trigger is.
+    pub triggers: Vec<TriggerDistance>,
+}
+
+/// What every stage did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineReport {
+    /// Repairs, in order.
+    pub repairs: Vec<Repair>,
+    /// Doom loops warned about.
+    pub doom_loops: Vec<DoomLoop>,
+    /// Pruned tool results.
+    pub pruned: Vec<Pruned>,
+    /// The summarization stage.
+    pub summary: SummaryOutcome,
+    /// Emergency truncation steps.
+    pub truncations: Vec<Truncation>,
+    /// Context use.
+    pub usage: ContextUsage,
+    /// Provider rules the view still breaks (empty unless repair is off).
+    pub violations: Vec<Violation>,
+}
+
+/// The outcome of compaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compaction {
+    /// The messages to send, in order.
+    pub view: Vec<Message>,
+    /// New entries to append to the log (a checkpoint pair), possibly empty.
+    pub append: Vec<Message>,
+    /// The checkpoint to record in the session header, if one was made.
+    pub checkpoint: Option<Checkpoint>,
+    /// What every stage did.
+    pub report: PipelineReport,
+}
+
+/// Runs the pipeline over `log`, whose latest checkpoint is `checkpoint`.
+///
+/// `summarizer` may be `None` (no summaries). If it fails, the full history is
+/// kept and the failure is in the report.
+pub fn compact(
+    log: &[Message],
+    checkpoint: Option<&Checkpoint>,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    now: DateTime<Utc>,
+) -> Compaction {
+    let split = split_log(log, checkpoint);
+    let system: Vec<Message> = log[..split.system_end].to_vec();
+    let mut summary: Vec<Message> = split
+        .summary
+        .map_or_else(Vec::new, |(b, s)| vec![log[b].clone(), log[s].clone()]);
+    let tokens_of = |ms: &[Message]| ms.iter().map(|m| u64::from(m.tokens(counter))).sum::<u64>();
+    let fixed_tokens = tokens_of(&system) + tokens_of(&summary);
+    let available = u64::from(config.budget.available().max(1));
+
+    // The messages since the checkpoint, newest first, counted until no
+    // threshold can depend on more: a turn costs what the new messages cost,
+    // not what the whole log costs.
+    let in_candidates =
+        |i: usize| !log[i].summary && split.summary.is_none_or(|(b, s)| i != b && i != s);
+    let cap = token_cap(config, available);
+    let mut window_start = log.len();
+    let mut window_tokens = 0u64;
+    let mut messages_since_summary = 0usize;
+    let mut capped = false;
+    for i in (split.start..log.len()).rev() {
+        if !in_candidates(i) {
+            continue;
+        }
+        messages_since_summary += 1;
+        if capped {
+            continue;
+        }
+        window_tokens += u64::from(log[i].tokens(counter));
+        window_start = i;
+        capped = fixed_tokens + window_tokens > cap && log[i].role != Role::Tool;
+    }
+    let tokens_since_summary = fixed_tokens + window_tokens;
+    // A summary needs every message since the checkpoint; otherwise only the
+    // window can reach the view.
+    let summarizing = summarizer.is_some()
+        && config.summary.as_ref().is_some_and(|sc| {
+            config.force_summary
+                || sc
+                    .trigger(
+                        messages_since_summary,
+                        tokens_since_summary,
+                        config.budget.context_limit,
+                    )
+                    .is_some()
+        });
+    let from = if summarizing {
+        split.start
+    } else {
+        window_start
+    };
+    let mut messages: Vec<Message> = (from..log.len())
+        .filter(|&i| in_candidates(i))
+        .map(|i| log[i].clone())
+        .collect();
+    let loaded = messages.len();
+
+    let mut repairs = Vec::new();
+    if config.repair {
+        let repaired;
+        (repaired, repairs) = repair::repair(messages);
+        messages = repaired;
+    }
+    let doom_loops = match &config.doom_loop {
+        Some(c) => doom_loop::inject_warnings(&mut messages, c),
+        None => Vec::new(),
+    };
+
+    let pruned = match &config.prune {
+        Some(c) => {
+            let c = if config.aggressive {
+                c.aggressive()
+            } else {
+                c.clone()
+            };
+            prune::prune(
+                &mut messages,
+                tokens_since_summary as f64 / available as f64,
+                &c,
+            )
+        }
+        None => Vec::new(),
+    };
+
+    let mut append = Vec::new();
+    let mut new_checkpoint = None;
+    let summary_outcome = match (&config.summary, summarizer) {
+        (Some(sc), Some(summarizer)) => {
+            let total = fixed_tokens + tokens_of(&messages);
+            let limit = config.budget.context_limit;
+            let forced = config.force_summary;
+            match compact::plan_counted(
+                &messages,
+                messages_since_summary,
+                total,
+                limit,
+                sc,
+                counter,
+                forced,
+            ) {
+                Err(reason) => SummaryOutcome::NotDone(reason),
+                Ok(plan) => {
+                    let previous = summary.last().map(|m| m.content.as_str());
+                    match compact::summarize(&messages, &plan, previous, summarizer, sc.max_words) {
+                        Err(e) => SummaryOutcome::Failed {
+                            trigger: plan.trigger,
+                            error: e.to_string(),
+                        },
+                        Ok(text) => {
+                            let (pair, cp) = compact::checkpoint(&messages, &plan, text, now);
+                            let outcome = SummaryOutcome::Summarized {
+                                trigger: plan.trigger.clone(),
+                                covered: plan.span,
+                                parts: plan.parts.len(),
+                                oversized: plan
+                                    .oversized
+                                    .iter()
+                                    .map(|&i| messages[i].id.clone())
+                                    .collect(),
+                            };
+                            messages.drain(..plan.span);
+                            summary = pair.clone();
+                            append = pair;
+                            new_checkpoint = Some(cp);
+                            outcome
+                        }
+                    }
+                }
+            }
+        }
+        _ => SummaryOutcome::Skipped,
+    };
+
+    // Pack newest to oldest; what does not fit leaves the view (not the log).
+    let left_out = {
+        let system_refs: Vec<&Message> = system.iter().collect();
+        let summary_refs: Vec<&Message> = summary.iter().collect();
+        let candidate_refs: Vec<&Message> = messages.iter().collect();
+        pack(
+            system_refs,
+            summary_refs,
+            &candidate_refs,
+            &config.budget,
+            counter,
+        )
+        .tokens
+        .left_out
+    };
+    messages.drain(..left_out);
+    // Messages before the window never reached the view either.
+    let left_out = left_out
+        + if summarizing {
+            0
+        } else {
+            messages_since_summary.saturating_sub(loaded)
+        };
+    let (system_len, summary_len) = (system.len(), summary.len());
+    let mut view = system;
+    view.append(&mut summary);
+    view.append(&mut messages);
+
+    let truncations = match &config.truncate {
+        Some(c) => {
+            let protected = config
+                .budget
+                .min_recent_messages
+                .min(view.len() - system_len - summary_len);
+            truncate::truncate(&mut view, config.budget.available(), protected, c, counter)
+        }
+        None => Vec::new(),
+    };
+
+    let view_tokens = view_tokens(&view, &config.budget, counter, left_out);
+    let usage = ContextUsage {
+        context_limit: config.budget.context_limit,
+        response_reserve: config.budget.response_reserve,
+        tool_definitions: config.budget.tool_definition_tokens,
+        view: view_tokens,
+        messages_in_view: view.len(),
+        messages_since_summary,
+        tokens_since_summary,
+        triggers: config.summary.as_ref().map_or_else(Vec::new, |sc| {
+            sc.distances(
+                messages_since_summary,
+                tokens_since_summary,
+                config.budget.context_limit,
+            )
+        }),
+    };
+    let violations = validate::validate(&view);
+    Compaction {
+        view,
+        append,
+        checkpoint: new_checkpoint,
+        report: PipelineReport {
+            repairs,
+            doom_loops,
+            pruned,
+            summary: summary_outcome,
+            truncations,
+            usage,
+            violations,
+        },
+    }
+}
+
+/// The most tokens of history any decision needs to see: beyond this, every
+/// trigger has fired and no more messages can fit the view.
+fn token_cap(config: &PipelineConfig, available: u64) -> u64 {
+    let mut cap = available.saturating_mul(2);
+    if let Some(sc) = &config.summary {
+        cap = cap.max(sc.max_tokens.unwrap_or(0));
+        if let Some(f) = sc.window_fraction {
+            cap = cap.max((f64::from(config.budget.context_limit) * f) as u64);
+        }
+    }
+    cap.saturating_add(1)
+}
+
+/// Tokens per part of a finished view.
+fn view_tokens(
+    view: &[Message],
+    budget: &BudgetConfig,
+    counter: &dyn TokenCounter,
+    left_out: usize,
+) -> ViewTokens {
+    let mut t = ViewTokens {
+        available: budget.available(),
+        left_out,
+        ..ViewTokens::default()
+    };
+    let mut in_system = true;
+    for m in view {
+        let n = m.tokens(counter);
+        if in_system && m.role == Role::System && !m.summary {
+            t.system = t.system.saturating_add(n);
+            continue;
+        }
+        in_system = false;
+        if m.summary {
+            t.summary = t.summary.saturating_add(n);
+        } else {
+            t.recent = t.recent.saturating_add(n);
+        }
+    }
+    t.summary_cap = (f64::from(t.available.saturating_sub(t.system)) * budget.summary_share) as u32;
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summarize::{SummaryError, SummaryRequest};
+    use crate::tokens::HeuristicCounter;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap()
+    }
+
+    fn session(turns: usize) -> Vec<Message> {
+        let mut log = vec![Message::system("You are helpful.").with_id("sys")];
+        for t in 0..turns {
+            log.push(Message::user(format!("question {t}")).with_id(format!("u{t}")));
+            let mut call = Message::assistant("").with_id(format!("a{t}"));
+            call.push_tool_call(
+                format!("c{t}"),
+                "read",
+                format!("{{\"path\":\"/src/f{t}.rs\"}}"),
+            );
+            log.push(call);
+            log.push(
+                Message::tool_result(format!("c{t}"), "read", "fn main() {}")
+                    .with_id(format!("r{t}")),
+            );
+            log.push(Message::assistant(format!("answer {t}")).with_id(format!("b{t}")));
+        }
+        log
+    }
+
+    struct Fixed(Result<String, SummaryError>);
+    impl Summarizer for Fixed {
+        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn a_small_session_passes_through_unchanged() {
+        let log = session(2);
+        let out = compact(
+            &log,
+            None,
+            &PipelineConfig::default(),
+            &HeuristicCounter::default(),
+            None,
+            now(),
+        );
+        assert_eq!(out.view, log);
+        assert!(out.append.is_empty() && out.checkpoint.is_none());
+        assert_eq!(out.report.summary, SummaryOutcome::Skipped);
+        assert!(out.report.violations.is_empty());
+        assert_eq!(out.report.usage.messages_since_summary, 8);
+    }
+
+    #[test]
+    fn a_trigger_makes_a_checkpoint_and_the_view_continues_after_it() {
+        let log = session(10); // 41 messages: over the 30-message trigger
+        let summarizer = Fixed(Ok("## Current State\nall good".into()));
+        let out = compact(
+            &log,
+            None,
+            &PipelineConfig::default(),
+            &HeuristicCounter::default(),
+            Some(&summarizer),
+            now(),
+        );
+        let SummaryOutcome::Summarized { covered, parts, .. } = &out.report.summary else {
+            panic!("{:?}", out.report.summary);
+        };
+        assert_eq!((*covered, *parts), (24, 1));
+        let cp = out.checkpoint.clone().unwrap();
+        assert_eq!(out.append.len(), 2);
+        let ids: Vec<&str> = out.view.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(
+            &ids[..4],
+            ["sys", cp.boundary_id.as_str(), cp.summary_id.as_str(), "u6"]
+        );
+        assert!(out.report.violations.is_empty());
+
+        // The next turn, on the log with the checkpoint appended, starts after it.
+        let mut log2 = log.clone();
+        log2.extend(out.append.clone());
+        log2.push(Message::user("next").with_id("u10"));
+        let next = compact(
+            &log2,
+            Some(&cp),
+            &PipelineConfig::default(),
+            &HeuristicCounter::default(),
+            Some(&summarizer),
+            now(),
+        );
+        assert_eq!(next.report.usage.messages_since_summary, 17);
+        assert!(matches!(
+            next.report.summary,
+            SummaryOutcome::NotDone(NoPlan::NotTriggered)
+        ));
+        assert_eq!(next.view[2].id, cp.summary_id);
+        assert_eq!(next.view.last().unwrap().id, "u10");
+    }
+
+    #[test]
+    fn a_failing_summarizer_keeps_the_full_history() {
+        let log = session(10);
+        let summarizer = Fixed(Err(SummaryError::Failed("model unreachable".into())));
+        let out = compact(
+            &log,
+            None,
+            &PipelineConfig::default(),
+            &HeuristicCounter::default(),
+            Some(&summarizer),
+            now(),
+        );
+        assert!(
+            matches!(&out.report.summary, SummaryOutcome::Failed { error, .. } if error.contains("model unreachable"))
+        );
+        assert_eq!(out.view, log);
+        assert!(out.append.is_empty());
+    }
+
+    #[test]
+    fn an_interrupted_run_is_repaired_in_the_view_only() {
+        let mut log = session(1);
+        let mut call = Message::assistant("").with_id("crash");
+        call.push_tool_call("cx", "deploy", "{}");
+        log.push(call);
+        let out = compact(
+            &log,
+            None,
+            &PipelineConfig::repair_only(BudgetConfig::default()),
+            &HeuristicCounter::default(),
+            None,
+            now(),
+        );
+        assert_eq!(out.report.repairs.len(), 1);
+        assert_eq!(out.view.len(), log.len() + 1);
+        assert!(out.report.violations.is_empty());
+    }
+
+    #[test]
+    fn an_oversized_view_is_truncated_to_the_budget() {
+        let mut log = session(3);
+        log[3] = Message::tool_result("c0", "read", "z".repeat(40_000)).with_id("r0");
+        let config = PipelineConfig {
+            budget: BudgetConfig {
+                context_limit: 3_000,
+                response_reserve: 0,
+                min_recent_messages: 20,
+                ..BudgetConfig::default()
+            },
+            ..PipelineConfig::default()
+        };
+        let out = compact(
+            &log,
+            None,
+            &config,
+            &HeuristicCounter::default(),
+            None,
+            now(),
+        );
+        assert!(!out.report.truncations.is_empty());
+        assert!(
+            out.report.usage.view.total() <= 3_000,
+            "{:?}",
+            out.report.usage.view
+        );
+        assert!(out.report.violations.is_empty());
+    }
+}

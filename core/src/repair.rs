@@ -1,0 +1,348 @@
+//! Repair of tool-call pairing: the first stage of compaction.
+//!
+//! Real histories break the provider rules: a view that starts inside a tool
+//! exchange, a crash between a call and its result, a result logged twice, a
+//! result logged after the user spoke again. [`repair`] makes the history pass
+//! [`crate::validate::validate`] and reports every change:
+//!
+//! - tool results before any assistant message are dropped (leading orphans);
+//! - results whose call appears nowhere before them are dropped (orphans);
+//! - a second result for one call is dropped;
+//! - a result separated from its call by other messages is moved back next to
+//!   its call;
+//! - a call left without a result (an interrupted run) is closed with a
+//!   synthetic result marked interrupted;
+//! - tool calls on messages that are not the assistant's, repeated call ids
+//!   within one message, and reasoning on messages that are not the
+//!   assistant's are removed.
+//!
+//! Repair is idempotent: a repaired history needs no further repair.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::message::{Message, Role};
+
+/// The text of a synthetic result that closes an interrupted call.
+pub const INTERRUPTED_RESULT: &str =
+    "[interrupted: the tool call was not completed, no result was recorded]";
+
+/// The metadata key set on synthetic interrupted results.
+pub const INTERRUPTED_KEY: &str = "interrupted";
+
+/// One change made by [`repair`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Repair {
+    /// A tool result before any assistant message was dropped.
+    DroppedLeadingOrphan {
+        /// The dropped message.
+        id: String,
+    },
+    /// A tool result answering no earlier call was dropped.
+    DroppedOrphan {
+        /// The dropped message.
+        id: String,
+    },
+    /// A second result for one call was dropped.
+    DroppedDuplicateResult {
+        /// The dropped message.
+        id: String,
+        /// The call it named.
+        call_id: String,
+    },
+    /// A result was moved back next to its call.
+    MovedResult {
+        /// The moved message.
+        id: String,
+        /// The call it answers.
+        call_id: String,
+    },
+    /// A call without a result was closed with a synthetic interrupted result.
+    ClosedInterruptedCall {
+        /// The call.
+        call_id: String,
+        /// The id of the synthetic result.
+        result_id: String,
+    },
+    /// Tool calls were removed from a message that may not carry them, or a
+    /// repeated call id was removed from one message.
+    RemovedToolCalls {
+        /// The message.
+        id: String,
+        /// How many calls were removed.
+        count: usize,
+    },
+    /// Reasoning was removed from a message that is not the assistant's.
+    RemovedDetachedReasoning {
+        /// The message.
+        id: String,
+    },
+}
+
+/// Repairs `messages` so that they pass validation; returns the repaired
+/// history and what was changed, in order.
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::repair::{repair, Repair};
+/// use agent_host_core::validate::validate;
+///
+/// let mut call = Message::assistant("").with_id("a1");
+/// call.push_tool_call("c1", "deploy", "{}");
+/// // The run crashed before the tool answered.
+/// let (history, changes) = repair(vec![Message::user("deploy"), call]);
+/// assert!(validate(&history).is_empty());
+/// assert!(matches!(changes[0], Repair::ClosedInterruptedCall { .. }));
+/// ```
+pub fn repair(messages: Vec<Message>) -> (Vec<Message>, Vec<Repair>) {
+    let mut changes = Vec::new();
+    let mut messages = messages;
+    for m in &mut messages {
+        clean_message(m, &mut changes);
+    }
+    let assignment = assign_results(&messages, &mut changes);
+    let mut results: HashMap<usize, Vec<Message>> = HashMap::new();
+    let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
+    for (result_index, owner) in &assignment.owner {
+        let m = slots[*result_index]
+            .take()
+            .expect("each result is assigned once");
+        if assignment.moved.contains(result_index) {
+            changes.push(Repair::MovedResult {
+                id: m.id.clone(),
+                call_id: m.tool_call_id.clone().unwrap_or_default(),
+            });
+        }
+        results.entry(*owner).or_default().push(m);
+    }
+    let mut out = Vec::with_capacity(slots.len());
+    for (index, slot) in slots.into_iter().enumerate() {
+        let Some(m) = slot else { continue };
+        if m.role == Role::Tool {
+            continue; // dropped: its change was recorded in `assign_results`
+        }
+        let answered = results.remove(&index).unwrap_or_default();
+        let missing: Vec<(String, String)> = m
+            .tool_calls
+            .iter()
+            .filter(|c| {
+                !answered
+                    .iter()
+                    .any(|r| r.tool_call_id.as_deref() == Some(c.id.as_str()))
+            })
+            .map(|c| (c.id.clone(), c.name.clone()))
+            .collect();
+        let assistant_id = m.id.clone();
+        out.push(m);
+        // Results keep their order; calls without one are closed after them.
+        out.extend(answered);
+        for (call_id, name) in missing {
+            let result = interrupted_result(&assistant_id, &call_id, &name);
+            changes.push(Repair::ClosedInterruptedCall {
+                call_id,
+                result_id: result.id.clone(),
+            });
+            out.push(result);
+        }
+    }
+    (out, changes)
+}
+
+/// Removes what a message's role may not carry.
+fn clean_message(m: &mut Message, changes: &mut Vec<Repair>) {
+    if m.role != Role::Assistant && m.reasoning.take().is_some() {
+        changes.push(Repair::RemovedDetachedReasoning { id: m.id.clone() });
+    }
+    let before = m.tool_calls.len();
+    if m.role == Role::Assistant {
+        let mut seen = std::collections::HashSet::new();
+        m.tool_calls.retain(|c| seen.insert(c.id.clone()));
+    } else {
+        m.tool_calls.clear();
+    }
+    if m.tool_calls.len() != before {
+        changes.push(Repair::RemovedToolCalls {
+            id: m.id.clone(),
+            count: before - m.tool_calls.len(),
+        });
+        m.invalidate_tokens();
+    }
+}
+
+/// Which assistant message each kept result belongs to.
+struct Assignment {
+    /// Result index -> index of the assistant message that made its call, in
+    /// result order.
+    owner: Vec<(usize, usize)>,
+    /// Results that were not directly in their call's block.
+    moved: std::collections::HashSet<usize>,
+}
+
+/// Pairs each result with the latest unanswered call of its id; records the
+/// results that are dropped.
+fn assign_results(messages: &[Message], changes: &mut Vec<Repair>) -> Assignment {
+    let mut owner = Vec::new();
+    let mut moved = std::collections::HashSet::new();
+    // Unanswered calls: id -> stack of assistant indices.
+    let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut answered: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut seen_assistant = false;
+    // The start of the current block: the last non-tool message.
+    let mut block_owner: Option<usize> = None;
+    for (index, m) in messages.iter().enumerate() {
+        if m.role != Role::Tool {
+            block_owner = Some(index);
+            if m.role == Role::Assistant {
+                seen_assistant = true;
+                for call in &m.tool_calls {
+                    open.entry(&call.id).or_default().push(index);
+                }
+            }
+            continue;
+        }
+        let call_id = m.tool_call_id.as_deref();
+        let assistant = call_id.and_then(|id| open.get_mut(id)).and_then(Vec::pop);
+        match (assistant, call_id) {
+            (Some(assistant), Some(id)) => {
+                answered.insert(id);
+                if block_owner != Some(assistant) {
+                    moved.insert(index);
+                }
+                owner.push((index, assistant));
+            }
+            (_, Some(id)) if answered.contains(id) => {
+                changes.push(Repair::DroppedDuplicateResult {
+                    id: m.id.clone(),
+                    call_id: id.to_owned(),
+                })
+            }
+            _ if !seen_assistant => changes.push(Repair::DroppedLeadingOrphan { id: m.id.clone() }),
+            _ => changes.push(Repair::DroppedOrphan { id: m.id.clone() }),
+        }
+    }
+    Assignment { owner, moved }
+}
+
+/// The synthetic result that closes a call left without one.
+fn interrupted_result(assistant_id: &str, call_id: &str, tool: &str) -> Message {
+    let mut m = Message::tool_result(call_id, tool, INTERRUPTED_RESULT)
+        .with_id(format!("{assistant_id}:interrupted:{call_id}"));
+    m.synthetic = true;
+    m.is_error = true;
+    m.metadata.insert(INTERRUPTED_KEY.into(), Value::Bool(true));
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::validate;
+
+    fn call(id: &str, calls: &[&str]) -> Message {
+        let mut m = Message::assistant("").with_id(id);
+        for c in calls {
+            m.push_tool_call(*c, "t", "{}");
+        }
+        m
+    }
+
+    fn result(id: &str, call_id: &str) -> Message {
+        Message::tool_result(call_id, "t", "ok").with_id(id)
+    }
+
+    fn ids(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_valid_history_is_unchanged() {
+        let history = vec![
+            Message::user("u").with_id("u"),
+            call("a", &["c1"]),
+            result("r", "c1"),
+        ];
+        let (out, changes) = repair(history.clone());
+        assert_eq!(out, history);
+        assert!(changes.is_empty());
+    }
+
+    #[test]
+    fn every_kind_of_break_is_repaired_and_reported() {
+        let mut user_with_call = Message::user("x").with_id("ux");
+        user_with_call.push_tool_call("zz", "t", "{}");
+        let history = vec![
+            result("lead", "c0"), // leading orphan
+            Message::user("u").with_id("u"),
+            call("a1", &["c1", "c2"]),
+            result("r1", "c1"),
+            Message::user("hurry").with_id("u2"), // c2's block ends unanswered here
+            result("r2", "c2"),                   // out of order: moved back
+            result("r2b", "c2"),                  // duplicate
+            result("ghost", "nope"),              // orphan
+            user_with_call,
+            call("a2", &["c3"]), // interrupted
+        ];
+        let (out, changes) = repair(history);
+        assert!(validate(&out).is_empty(), "{:?}", validate(&out));
+        assert_eq!(
+            ids(&out),
+            ["u", "a1", "r1", "r2", "u2", "ux", "a2", "a2:interrupted:c3"]
+        );
+        assert_eq!(
+            changes,
+            [
+                Repair::RemovedToolCalls {
+                    id: "ux".into(),
+                    count: 1
+                },
+                Repair::DroppedLeadingOrphan { id: "lead".into() },
+                Repair::DroppedDuplicateResult {
+                    id: "r2b".into(),
+                    call_id: "c2".into()
+                },
+                Repair::DroppedOrphan { id: "ghost".into() },
+                Repair::MovedResult {
+                    id: "r2".into(),
+                    call_id: "c2".into()
+                },
+                Repair::ClosedInterruptedCall {
+                    call_id: "c3".into(),
+                    result_id: "a2:interrupted:c3".into()
+                },
+            ]
+        );
+        let closed = out.last().unwrap();
+        assert!(closed.synthetic && closed.is_error);
+        assert_eq!(closed.metadata[INTERRUPTED_KEY], true);
+        // Idempotent.
+        let (again, more) = repair(out.clone());
+        assert_eq!(again, out);
+        assert!(more.is_empty());
+    }
+
+    #[test]
+    fn parallel_results_keep_their_order() {
+        let history = vec![
+            call("a", &["c1", "c2"]),
+            result("r2", "c2"),
+            result("r1", "c1"),
+        ];
+        let (out, changes) = repair(history.clone());
+        assert_eq!(out, history);
+        assert!(changes.is_empty());
+    }
+
+    #[test]
+    fn reused_call_ids_pair_with_the_latest_open_call() {
+        let history = vec![
+            call("a", &["c"]),
+            result("r1", "c"),
+            call("b", &["c"]),
+            result("r2", "c"),
+        ];
+        let (out, changes) = repair(history.clone());
+        assert_eq!(out, history);
+        assert!(changes.is_empty());
+    }
+}
