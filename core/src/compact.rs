@@ -7,7 +7,9 @@
 //! window, and only with at least [`SummaryConfig::min_messages`] messages. The
 //! last [`SummaryConfig::keep_last_turns`] turns (a turn starts at a user
 //! message) stay intact; everything before them is the span. The span ends
-//! where a turn starts, so no tool exchange is ever split. Messages larger than
+//! where a turn starts, so no tool exchange is ever split. A history with no
+//! more turns than that (a long agent run inside one user turn) keeps its last
+//! `keep_last_turns` exchanges instead, whole. Messages larger than
 //! [`SummaryConfig::oversized_fraction`] of the window are left out of the
 //! summarizer's input (and the checkpoint says so). A span larger than one
 //! summarization call can take is split into parts, whole tool exchanges
@@ -246,7 +248,12 @@ pub fn plan_counted(
             count: messages.len(),
         });
     }
-    let span = kept_turns_start(messages, config.keep_last_turns);
+    let mut span = kept_turns_start(messages, config.keep_last_turns);
+    if span == 0 {
+        // Fewer turns than are kept: a long agent run inside one user turn.
+        // Keep its last exchanges instead, so that it can still be compacted.
+        span = kept_units_start(messages, config.keep_last_turns);
+    }
     if span == 0 {
         return Err(NoPlan::NothingBeforeKeptTurns { trigger });
     }
@@ -276,6 +283,20 @@ fn kept_turns_start(messages: &[Message], turns: usize) -> usize {
         .filter(|(_, m)| m.role == Role::User && !m.synthetic)
         .nth(turns - 1)
         .map_or(0, |(i, _)| i)
+}
+
+/// The index where the last `units` exchanges (a message and the tool
+/// results that follow it) start; 0 when there are not more than that.
+fn kept_units_start(messages: &[Message], units: usize) -> usize {
+    let refs: Vec<&Message> = messages.iter().collect();
+    let mut start = refs.len();
+    for _ in 0..units.max(1) {
+        if start == 0 {
+            return 0;
+        }
+        start = unit_start(&refs, start);
+    }
+    start
 }
 
 /// Splits a span into parts of at most `max_part` tokens, whole exchanges each,
@@ -517,15 +538,40 @@ mod tests {
             plan(&short, 0, 1_000, &config, &counter, true),
             Err(NoPlan::TooFewMessages { count: 4, .. })
         ));
-        let four = turns(4, 10);
+        // One turn of four exchanges (7 messages): nothing older than what is kept.
+        let mut three = turns(1, 10);
+        let mut two_calls = Message::assistant("").with_id("x");
+        two_calls.push_tool_call("x1", "read", "{}");
+        two_calls.push_tool_call("x2", "read", "{}");
+        three.push(two_calls);
+        three.push(Message::tool_result("x1", "read", "1").with_id("x1r"));
+        three.push(Message::tool_result("x2", "read", "2").with_id("x2r"));
         assert!(matches!(
-            plan(&four, 0, 1_000, &config, &counter, true),
+            plan(&three, 0, 1_000, &config, &counter, true),
             Err(NoPlan::NothingBeforeKeptTurns { .. })
         ));
+        let four = turns(4, 10);
         assert_eq!(
             plan(&four, 0, 1_000_000, &config, &counter, false),
             Err(NoPlan::NotTriggered)
         );
+    }
+
+    #[test]
+    fn a_long_run_inside_one_turn_keeps_its_last_exchanges() {
+        // A single user request followed by 20 tool exchanges (a Claude Code
+        // agent run): regression test for such runs never being compacted.
+        let counter = HeuristicCounter::default();
+        let mut run = vec![Message::user("refactor everything").with_id("u")];
+        for i in 0..20 {
+            let mut call = Message::assistant("").with_id(format!("a{i}"));
+            call.push_tool_call(format!("c{i}"), "edit", "{}");
+            run.push(call);
+            run.push(Message::tool_result(format!("c{i}"), "edit", "ok").with_id(format!("r{i}")));
+        }
+        let plan = plan(&run, 0, 100_000, &SummaryConfig::default(), &counter, true).unwrap();
+        assert_eq!(run[plan.span].id, "a16");
+        assert_eq!(run.len() - plan.span, 8);
     }
 
     #[test]

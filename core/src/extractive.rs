@@ -1104,13 +1104,23 @@ struct Chosen {
     kind: Option<ValueKind>,
     /// The text, verbatim.
     text: String,
+    /// Its words.
+    words: usize,
+    /// Whether it shares a bullet with others of its kind when packed: a
+    /// one-word value without backticks.
+    packable: bool,
 }
 
 impl Chosen {
-    /// Whether it shares a bullet with others of its kind when packed: a
-    /// one-word value without backticks.
-    fn packable(&self) -> bool {
-        self.kind.is_some() && !self.text.contains('`') && !self.text.contains(char::is_whitespace)
+    fn new(section: Section, kind: Option<ValueKind>, text: &str) -> Self {
+        let words = word_count(text);
+        Chosen {
+            section,
+            kind,
+            text: text.to_owned(),
+            words,
+            packable: kind.is_some() && words == 1 && !text.contains('`'),
+        }
     }
 }
 
@@ -1120,6 +1130,8 @@ struct Plan {
     budget: usize,
     /// One-word values share bullets, [`PACK`] to a bullet.
     packed: bool,
+    /// The words the chosen texts take as written.
+    used: usize,
     /// Whether a key value or modified file had to be left out.
     key_left_out: bool,
 }
@@ -1130,21 +1142,22 @@ impl Plan {
             chosen: Vec::new(),
             budget,
             packed,
+            used: 0,
             key_left_out: false,
         }
     }
 
     /// The words of the chosen texts as they will be written.
-    fn words(&self) -> usize {
+    fn count(&self) -> usize {
         let mut words = 0;
         let mut packed = [0usize; VALUE_ORDER.len()];
         for c in &self.chosen {
             match c.kind {
-                Some(kind) if self.packed && c.packable() => {
+                Some(kind) if self.packed && c.packable => {
                     packed[VALUE_ORDER.iter().position(|k| *k == kind).unwrap_or(0)] += 1;
                 }
-                _ if c.section == Section::CurrentState => words += word_count(&c.text),
-                _ => words += 1 + word_count(&c.text),
+                _ if c.section == Section::CurrentState => words += c.words,
+                _ => words += 1 + c.words,
             }
         }
         words + packed.iter().map(|n| n + n.div_ceil(PACK)).sum::<usize>()
@@ -1155,24 +1168,23 @@ impl Plan {
         self.chosen.iter().any(|c| c.text.contains(text))
     }
 
-    /// Takes a text if it fits and is not there yet; says whether it did.
+    /// Takes a text into a section if it is not there yet and fits; says
+    /// whether the section now holds it.
     fn take(&mut self, section: Section, text: &str) -> bool {
-        let line_words = word_count(text) + usize::from(section != Section::CurrentState);
-        if word_count(text) == 0 || self.words() + line_words > self.budget {
-            return false;
-        }
         if self
             .chosen
             .iter()
             .any(|c| c.section == section && c.text == text)
         {
+            return true;
+        }
+        let words = word_count(text);
+        let line_words = words + usize::from(section != Section::CurrentState);
+        if words == 0 || self.used + line_words > self.budget {
             return false;
         }
-        self.chosen.push(Chosen {
-            section,
-            kind: None,
-            text: text.to_owned(),
-        });
+        self.chosen.push(Chosen::new(section, None, text));
+        self.used += line_words;
         true
     }
 
@@ -1182,28 +1194,30 @@ impl Plan {
         if self.covers(value) {
             return true;
         }
-        let used = self.words();
+        let chosen = Chosen::new(Section::ImportantValues, Some(kind), value);
         // A packed one-word value may cost a single word.
-        if used + word_count(value) > self.budget && !self.contains_value_inside(value) {
+        let at_least = if self.packed && chosen.packable {
+            1
+        } else {
+            1 + chosen.words
+        };
+        let inside =
+            |c: &Chosen| c.section == Section::ImportantValues && value.contains(c.text.as_str());
+        if self.used + at_least > self.budget && !self.chosen.iter().any(inside) {
             return false;
         }
-        let before = self.chosen.len();
         let mut dropped = Vec::new();
-        let mut i = 0;
-        while i < self.chosen.len() {
-            let c = &self.chosen[i];
-            if c.section == Section::ImportantValues && value.contains(c.text.as_str()) {
-                dropped.push((i, self.chosen.remove(i)));
+        for (i, c) in std::mem::take(&mut self.chosen).into_iter().enumerate() {
+            if inside(&c) {
+                dropped.push((i, c));
             } else {
-                i += 1;
+                self.chosen.push(c);
             }
         }
-        self.chosen.push(Chosen {
-            section: Section::ImportantValues,
-            kind: Some(kind),
-            text: value.to_owned(),
-        });
-        if self.words() <= self.budget {
+        self.chosen.push(chosen);
+        let used = self.count();
+        if used <= self.budget {
+            self.used = used;
             return true;
         }
         // It does not fit: put everything back as it was.
@@ -1211,20 +1225,13 @@ impl Plan {
         for (i, c) in dropped {
             self.chosen.insert(i, c);
         }
-        debug_assert_eq!(self.chosen.len(), before);
         false
-    }
-
-    fn contains_value_inside(&self, value: &str) -> bool {
-        self.chosen
-            .iter()
-            .any(|c| c.section == Section::ImportantValues && value.contains(c.text.as_str()))
     }
 
     /// The summary text.
     fn write(&self) -> String {
         let mut out = String::new();
-        let mut left = self.budget.saturating_sub(self.words());
+        let mut left = self.budget.saturating_sub(self.used);
         for (n, (heading, section)) in HEADINGS.iter().zip(Section::ALL).enumerate() {
             if n > 0 {
                 out.push('\n');
@@ -1242,7 +1249,7 @@ impl Plan {
                     for kind in VALUE_ORDER {
                         let of_kind = items.iter().filter(|c| c.kind == Some(kind));
                         let (packed, single): (Vec<&&Chosen>, Vec<&&Chosen>) =
-                            of_kind.partition(|c| self.packed && c.packable());
+                            of_kind.partition(|c| self.packed && c.packable);
                         lines.extend(single.iter().map(|c| bullet(&c.text)));
                         for pack in packed.chunks(PACK) {
                             let values: Vec<String> =
@@ -1320,7 +1327,8 @@ impl ExtractiveSummarizer {
                 }
             }
         }
-        // A path that was modified is listed under Files Modified only.
+        // A path that was modified is listed under Files Modified only, even
+        // when it ranks higher as a mentioned path.
         let modified: HashSet<&str> = facts
             .of_kind(FactKind::FileModified)
             .map(|f| f.text.as_str())
@@ -1337,7 +1345,7 @@ impl ExtractiveSummarizer {
                 }
                 let taken = match fact.kind {
                     FactKind::Value(ValueKind::Path) if modified.contains(fact.text.as_str()) => {
-                        true
+                        plan.take(Section::FilesModified, &fact.text)
                     }
                     FactKind::Value(kind) => plan.take_value(kind, &fact.text),
                     kind => plan.take(Section::of(kind), &fact.text),
@@ -1621,9 +1629,13 @@ mod tests {
     #[test]
     fn values_share_bullets_only_when_one_to_a_bullet_would_drop_some() {
         let listing = |i| Message::tool_result("c", "ls", format!("/a/f{i}.rs"));
-        let few: Vec<Message> = (0..5).map(listing).collect();
+        let mut few: Vec<Message> = (0..5).map(listing).collect();
+        // Regression: a modified file that is also mentioned counted as left
+        // out, and packed a summary that had room to spare.
+        few.push(call("", "c9", "Edit", r#"{"file_path": "/a/f4.rs"}"#));
         let summary = summarize(&few, 600);
         assert!(summary.contains("\n- `/a/f0.rs`\n"), "{summary}");
+        assert_eq!(sections_of(&summary, "/a/f4.rs"), ["Files Modified"]);
 
         let many: Vec<Message> = (0..400).map(listing).collect();
         let summary = summarize(&many, 600);

@@ -197,13 +197,20 @@ pub fn compact(
     let mut messages_since_summary = 0usize;
     let mut capped = false;
     for i in (split.start..log.len()).rev() {
+        if capped {
+            // Older messages are counted, not read (summary messages of older
+            // checkpoints among them included: they are rare and harmless).
+            let pair_before = split.summary.map_or(0, |(b, s)| {
+                usize::from((split.start..window_start).contains(&b))
+                    + usize::from((split.start..window_start).contains(&s))
+            });
+            messages_since_summary += window_start - split.start - pair_before;
+            break;
+        }
         if !in_candidates(i) {
             continue;
         }
         messages_since_summary += 1;
-        if capped {
-            continue;
-        }
         window_tokens += u64::from(log[i].tokens(counter));
         window_start = i;
         capped = fixed_tokens + window_tokens > cap && log[i].role != Role::Tool;
@@ -525,6 +532,28 @@ mod tests {
         ));
         assert_eq!(next.view[2].id, cp.summary_id);
         assert_eq!(next.view.last().unwrap().id, "u10");
+    }
+
+    #[test]
+    fn a_long_session_is_read_only_as_far_as_the_budget_needs_but_counted_whole() {
+        let log = session(500); // 2,001 messages
+        let config = PipelineConfig {
+            budget: BudgetConfig::for_window(2_000),
+            summary: None,
+            ..PipelineConfig::default()
+        };
+        let out = compact(
+            &log,
+            None,
+            &config,
+            &HeuristicCounter::default(),
+            None,
+            now(),
+        );
+        assert_eq!(out.report.usage.messages_since_summary, 2_000);
+        let in_view = out.view.len() - 1;
+        assert_eq!(out.report.usage.view.left_out + in_view, 2_000);
+        assert!(out.report.usage.view.total() <= config.budget.available());
     }
 
     #[test]

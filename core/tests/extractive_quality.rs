@@ -2,10 +2,13 @@
 //! file paths, URLs and error lines of a summarized span appear verbatim in
 //! its summary, and no summary is over 600 words.
 //!
-//! Spans are cut the way compaction cuts them: every conversation without its
-//! last 4 turns (a turn starts at a user message that is not synthetic), and
-//! the long Claude Code session also in windows of 30 messages (the default
-//! trigger). What must appear is what `extractive::message_key_values` finds.
+//! Spans are cut the way compaction cuts them: every conversation (a Claude
+//! Code subagent run counts as a conversation of its own) without its last 4
+//! turns (a turn starts at a user message that is not synthetic), and every
+//! conversation longer than 30 messages (the default trigger) also in windows
+//! of 30 messages, once alone and once with the previous window's summary
+//! carried forward, and whole in one call. What must appear is what
+//! `extractive::message_key_values` finds.
 //!
 //! Skipped, saying so, when the corpus is not beside this checkout (set
 //! `AGENT_HOST_CORPUS` to point elsewhere).
@@ -24,7 +27,7 @@ use serde_json::Value;
 /// Turns compaction keeps intact after the span.
 const KEEP_LAST_TURNS: usize = 4;
 
-/// Messages per window of the long session: the default summary trigger.
+/// Messages per window of a long conversation: the default summary trigger.
 const WINDOW: usize = 30;
 
 /// The recall the product issue asks for.
@@ -80,10 +83,11 @@ impl Tally {
         }
     }
 
-    /// Summarizes `span` and counts which of its key values the summary keeps.
-    fn measure(&mut self, name: &str, span: &[Message]) {
+    /// Summarizes `span` (carrying `previous` forward) and counts which of
+    /// its key values the summary keeps; gives back the summary.
+    fn measure(&mut self, name: &str, span: &[Message], previous: Option<&str>) -> String {
         if span.is_empty() {
-            return;
+            return String::new();
         }
         let required: BTreeSet<(usize, String)> = span
             .iter()
@@ -94,7 +98,7 @@ impl Tally {
         let summary = ExtractiveSummarizer::default()
             .summarize(&SummaryRequest {
                 messages: span,
-                previous: None,
+                previous,
                 partials: &[],
                 max_words: DEFAULT_MAX_WORDS,
             })
@@ -114,6 +118,7 @@ impl Tally {
                 self.missed.push(format!("{name}: {value}"));
             }
         }
+        summary
     }
 
     fn recall(found: usize, required: usize) -> f64 {
@@ -166,12 +171,14 @@ fn tau_bench(dir: &Path) -> Tally {
     for (i, run) in runs.iter().enumerate() {
         let history = openai::from_value(run["traj"].clone())
             .unwrap_or_else(|e| panic!("tau-bench conversation {i}: {e}"));
-        tally.measure(&format!("tau-bench {i}"), compaction_span(&history));
+        tally.measure(&format!("tau-bench {i}"), compaction_span(&history), None);
     }
     tally
 }
 
-fn claude_code(dir: &Path) -> Tally {
+/// Every Claude Code conversation: each session's main thread and each of
+/// its subagent runs (sidechains, which have a context of their own).
+fn claude_code_conversations(dir: &Path) -> Vec<(String, Vec<Message>)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("claude-code-sessions-ccv"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -179,27 +186,58 @@ fn claude_code(dir: &Path) -> Tally {
         .collect();
     files.sort();
     assert_eq!(files.len(), 3, "expected the three Claude Code sessions");
-    let sessions: Vec<(String, Vec<Message>)> = files
-        .iter()
-        .map(|path| {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(path).unwrap();
-            let messages = format::parse(Format::ClaudeCode, &text)
-                .unwrap_or_else(|e| panic!("{name}: {e}"))
-                .messages;
-            (name, messages)
-        })
-        .collect();
-    let mut tally = Tally::default();
-    for (name, messages) in &sessions {
-        tally.measure(name, compaction_span(messages));
+    let mut out = Vec::new();
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let transcript =
+            format::parse(Format::ClaudeCode, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, side) in transcript.sidechains.into_iter().enumerate() {
+            out.push((format!("{name} sidechain {k}"), side));
+        }
+        out.push((name, transcript.messages));
     }
-    let (name, long) = sessions
-        .iter()
-        .max_by_key(|(_, messages)| messages.len())
-        .unwrap();
-    for (n, window) in long.chunks(WINDOW).enumerate() {
-        tally.measure(&format!("{name} window {n}"), window);
+    out
+}
+
+fn claude_code(conversations: &[(String, Vec<Message>)]) -> Tally {
+    let mut tally = Tally::default();
+    for (name, messages) in conversations {
+        tally.measure(name, compaction_span(messages), None);
+    }
+    // The long conversations also in windows of the default trigger's size.
+    for (name, messages) in conversations.iter().filter(|(_, m)| m.len() > WINDOW) {
+        for (n, window) in messages.chunks(WINDOW).enumerate() {
+            tally.measure(&format!("{name} window {n}"), window, None);
+        }
+    }
+    tally
+}
+
+/// The long conversations whole, each in one call: the hardest spans, with
+/// the most values to fit in the cap.
+fn claude_code_whole(conversations: &[(String, Vec<Message>)]) -> Tally {
+    let mut tally = Tally::default();
+    for (name, messages) in conversations.iter().filter(|(_, m)| m.len() > WINDOW) {
+        tally.measure(&format!("{name} whole"), messages, None);
+    }
+    tally
+}
+
+/// The windows again, each summarized with the summary of the window before
+/// carried forward, as repeated compaction does: the previous facts must not
+/// crowd out the new span's.
+fn claude_code_chained(conversations: &[(String, Vec<Message>)]) -> Tally {
+    let mut tally = Tally::default();
+    for (name, messages) in conversations.iter().filter(|(_, m)| m.len() > WINDOW) {
+        let mut previous = None;
+        for (n, window) in messages.chunks(WINDOW).enumerate() {
+            previous = Some(tally.measure(
+                &format!("{name} chained window {n}"),
+                window,
+                previous.as_deref(),
+            ));
+        }
     }
     tally
 }
@@ -208,15 +246,23 @@ fn claude_code(dir: &Path) -> Tally {
 fn summaries_keep_the_paths_urls_and_error_lines_of_real_spans() {
     let Some(dir) = corpus() else { return };
     let tau = tau_bench(&dir);
-    let claude = claude_code(&dir);
+    let conversations = claude_code_conversations(&dir);
+    let claude = claude_code(&conversations);
+    let chained = claude_code_chained(&conversations);
+    let whole = claude_code_whole(&conversations);
     let mut all = Tally::default();
     all.add(&tau);
     all.add(&claude);
     eprintln!("{}", tau.report("tau-bench airline"));
     eprintln!("{}", claude.report("claude code"));
     eprintln!("{}", all.report("extractive recall"));
+    eprintln!(
+        "{}",
+        chained.report("with the previous summary carried forward")
+    );
+    eprintln!("{}", whole.report("long conversations whole"));
     assert!(
-        tau.spans > 100 && claude.spans >= 10,
+        tau.spans > 100 && claude.spans >= 10 && chained.spans >= 10 && whole.spans >= 3,
         "too few spans measured"
     );
     assert!(
@@ -225,4 +271,12 @@ fn summaries_keep_the_paths_urls_and_error_lines_of_real_spans() {
         all.report("extractive recall"),
         all.missed.join("\n")
     );
+    for (what, tally) in [("chained", &chained), ("whole", &whole)] {
+        assert!(
+            tally.overall() >= MIN_RECALL,
+            "{}\nmissed, for example:\n{}",
+            tally.report(what),
+            tally.missed.join("\n")
+        );
+    }
 }
