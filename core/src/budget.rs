@@ -3,7 +3,9 @@
 //! Budget = `context_limit - response_reserve - tool_definition_tokens`. The
 //! view is: the system prompt (the log's leading system messages), then the
 //! latest checkpoint's summary pair (it should take at most
-//! [`BudgetConfig::summary_share`] of what remains), then recent messages from
+//! [`BudgetConfig::summary_share`] of what remains: `build_view` reports the cap
+//! in [`ViewTokens::summary_cap`], the pipeline cuts the summary to it), then
+//! recent messages from
 //! newest to oldest until the budget is spent, but always at least
 //! [`BudgetConfig::min_recent_messages`]. The view starts after the messages
 //! the latest checkpoint covers. A tool exchange (an assistant message with

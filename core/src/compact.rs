@@ -199,6 +199,17 @@ pub enum NoPlan {
         /// The trigger.
         trigger: Trigger,
     },
+    /// A trigger fired, but every message of the span is too large to summarize.
+    NothingSummarizable {
+        /// The trigger.
+        trigger: Trigger,
+    },
+    /// Messages have empty or repeated ids, so a checkpoint could not say
+    /// which messages it covers.
+    UnusableIds {
+        /// The first offending id (empty for a missing one).
+        id: String,
+    },
 }
 
 /// Plans a summary of `messages` (the history since the last checkpoint, no
@@ -262,10 +273,14 @@ pub fn plan_counted(
         .filter(|&i| u64::from(messages[i].tokens(counter)) > oversized_limit)
         .collect();
     let max_part = u64::from(config.max_part_tokens.unwrap_or(context_limit / 2).max(1));
+    let parts = split_parts(&messages[..span], &oversized, max_part, counter);
+    if parts.is_empty() {
+        return Err(NoPlan::NothingSummarizable { trigger });
+    }
     Ok(SummaryPlan {
         trigger,
         span,
-        parts: split_parts(&messages[..span], &oversized, max_part, counter),
+        parts,
         oversized,
     })
 }

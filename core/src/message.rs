@@ -254,6 +254,13 @@ impl Message {
         self.invalidate_tokens();
     }
 
+    /// Replaces all the text of the message (its `content` and text parts)
+    /// with `text`; images and file references stay.
+    pub fn set_text(&mut self, text: impl Into<String>) {
+        self.parts.retain(|p| !matches!(p, Part::Text { .. }));
+        self.set_content(text);
+    }
+
     /// All the text of the message: `content` followed by the text parts,
     /// separated by blank lines. Borrowed when there is only one piece.
     pub fn text(&self) -> std::borrow::Cow<'_, str> {

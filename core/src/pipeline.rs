@@ -144,6 +144,8 @@ pub struct PipelineReport {
     pub pruned: Vec<Pruned>,
     /// The summarization stage.
     pub summary: SummaryOutcome,
+    /// Whether the summary was cut in the view to its share of the budget.
+    pub summary_cut: bool,
     /// Emergency truncation steps.
     pub truncations: Vec<Truncation>,
     /// Context use.
@@ -274,14 +276,19 @@ pub fn compact(
             let total = fixed_tokens + tokens_of(&messages);
             let limit = config.budget.context_limit;
             let forced = config.force_summary;
-            match compact::plan_counted(
-                &messages,
-                messages_since_summary,
-                total,
-                limit,
-                sc,
-                counter,
-                forced,
+            match unusable_id(&messages).map_or_else(
+                || {
+                    compact::plan_counted(
+                        &messages,
+                        messages_since_summary,
+                        total,
+                        limit,
+                        sc,
+                        counter,
+                        forced,
+                    )
+                },
+                |id| Err(NoPlan::UnusableIds { id }),
             ) {
                 Err(reason) => SummaryOutcome::NotDone(reason),
                 Ok(plan) => {
@@ -292,10 +299,11 @@ pub fn compact(
                             error: e.to_string(),
                         },
                         Ok(text) => {
-                            let (pair, cp) = compact::checkpoint(&messages, &plan, text, now);
+                            let (pair, mut cp) = compact::checkpoint(&messages, &plan, text, now);
+                            cp.covers = covered_log_ids(log, &messages, plan.span);
                             let outcome = SummaryOutcome::Summarized {
                                 trigger: plan.trigger.clone(),
-                                covered: plan.span,
+                                covered: cp.covers.len(),
                                 parts: plan.parts.len(),
                                 oversized: plan
                                     .oversized
@@ -315,6 +323,9 @@ pub fn compact(
         }
         _ => SummaryOutcome::Skipped,
     };
+
+    // The summary takes at most its share of what the system prompt leaves.
+    let summary_cut = cap_summary(&mut summary, &system, &config.budget, counter);
 
     // Pack newest to oldest; what does not fit leaves the view (not the log).
     let left_out = {
@@ -382,11 +393,83 @@ pub fn compact(
             doom_loops,
             pruned,
             summary: summary_outcome,
+            summary_cut,
             truncations,
             usage,
             violations,
         },
     }
+}
+
+/// Cuts the summary message of the view (never the log's) to its share of
+/// the budget; returns whether it was cut.
+fn cap_summary(
+    summary: &mut [Message],
+    system: &[Message],
+    budget: &BudgetConfig,
+    counter: &dyn TokenCounter,
+) -> bool {
+    let system_tokens: u64 = system.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    let after_system = u64::from(budget.available()).saturating_sub(system_tokens);
+    let cap = (after_system as f64 * budget.summary_share) as u64;
+    let total: u64 = summary.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    let Some(text) = summary.last_mut() else {
+        return false;
+    };
+    if total <= cap {
+        return false;
+    }
+    let others = total - u64::from(text.tokens(counter));
+    let room = cap
+        .saturating_sub(others)
+        .saturating_sub(u64::from(counter.message_overhead()) + 16);
+    // Four characters a token, as the default estimate counts Latin text.
+    let keep = usize::try_from(room * 4).unwrap_or(usize::MAX);
+    let content = text.text();
+    let cut: String = content.chars().take(keep).collect();
+    text.set_text(format!(
+        "{cut}\n[... summary cut to fit the context budget]"
+    ));
+    true
+}
+
+/// The first empty or repeated id among `messages`, if any.
+fn unusable_id(messages: &[Message]) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    messages
+        .iter()
+        .find(|m| m.id.is_empty() || !seen.insert(m.id.as_str()))
+        .map(|m| m.id.clone())
+}
+
+/// The ids a checkpoint over `messages[..span]` covers, in log order: the
+/// messages that come from the log (not ones a stage made) and stand in it
+/// before every kept message, so that the view can start after the last of
+/// them without losing a kept one. A result that repair moved next to its
+/// covered call, but that the log holds after a kept message, stays uncovered.
+fn covered_log_ids(log: &[Message], messages: &[Message], span: usize) -> Vec<String> {
+    let wanted: std::collections::HashSet<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+    let position: std::collections::HashMap<&str, usize> = log
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| wanted.contains(m.id.as_str()))
+        .take(messages.len())
+        .map(|(i, m)| (m.id.as_str(), i))
+        .collect();
+    let kept_from = messages[span..]
+        .iter()
+        .filter_map(|m| position.get(m.id.as_str()))
+        .min()
+        .copied()
+        .unwrap_or(log.len());
+    let mut covered: Vec<(usize, &str)> = messages[..span]
+        .iter()
+        .filter_map(|m| position.get(m.id.as_str()).map(|&i| (i, m.id.as_str())))
+        .filter(|&(i, _)| i < kept_from)
+        .collect();
+    covered.sort_unstable();
+    covered.into_iter().map(|(_, id)| id.to_owned()).collect()
 }
 
 /// The most tokens of history any decision needs to see: beyond this, every
@@ -554,6 +637,76 @@ mod tests {
         let in_view = out.view.len() - 1;
         assert_eq!(out.report.usage.view.left_out + in_view, 2_000);
         assert!(out.report.usage.view.total() <= config.budget.available());
+    }
+
+    #[test]
+    fn a_checkpoint_covers_only_log_messages_before_every_kept_one() {
+        // Regression (review): a synthetic interrupted result, or a late result
+        // that repair moved, became the last covered id, and the next view
+        // then lost the checkpoint or a kept user message.
+        let mut log = session(10);
+        // Turn 5's result comes after the user's next message.
+        let r5 = log.remove(23);
+        assert_eq!(r5.id, "r5");
+        log.insert(25, r5);
+        // Turn 4's call never got its result.
+        log.remove(19);
+        let summarizer = Fixed(Ok("summary".into()));
+        let config = PipelineConfig::default();
+        let counter = HeuristicCounter::default();
+        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
+        let cp = out.checkpoint.clone().expect("a checkpoint");
+        assert!(
+            cp.covers.iter().all(|id| log.iter().any(|m| &m.id == id)),
+            "{:?}",
+            cp.covers
+        );
+        assert!(!cp.covers.contains(&"r5".to_owned()));
+        let mut next = log.clone();
+        next.extend(out.append);
+        let again = compact(&next, Some(&cp), &config, &counter, None, now());
+        let ids: Vec<&str> = again.view.iter().map(|m| m.id.as_str()).collect();
+        assert!(ids.contains(&"u6"), "{ids:?}");
+        assert_eq!(again.report.usage.messages_since_summary, 17, "{ids:?}");
+        assert!(again.report.violations.is_empty());
+    }
+
+    #[test]
+    fn empty_or_repeated_ids_block_summaries_not_the_view() {
+        let mut log = session(10);
+        log[5].id.clear();
+        let summarizer = Fixed(Ok("summary".into()));
+        let out = compact(
+            &log,
+            None,
+            &PipelineConfig::default(),
+            &HeuristicCounter::default(),
+            Some(&summarizer),
+            now(),
+        );
+        assert_eq!(
+            out.report.summary,
+            SummaryOutcome::NotDone(NoPlan::UnusableIds { id: String::new() })
+        );
+        assert_eq!(out.view.len(), log.len());
+    }
+
+    #[test]
+    fn a_summary_larger_than_its_share_is_cut_in_the_view() {
+        let log = session(10);
+        let long = "word ".repeat(4_000); // about 5,000 tokens
+        let summarizer = Fixed(Ok(long));
+        let config = PipelineConfig {
+            budget: BudgetConfig::for_window(10_000),
+            ..PipelineConfig::default()
+        };
+        let counter = HeuristicCounter::default();
+        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
+        assert!(out.report.summary_cut);
+        let usage = &out.report.usage.view;
+        assert!(usage.summary <= usage.summary_cap, "{usage:?}");
+        // The log gets the whole summary.
+        assert!(out.append[1].content.len() >= 20_000);
     }
 
     #[test]

@@ -115,16 +115,17 @@ pub fn prune(messages: &mut [Message], usage: f64, config: &PruneConfig) -> Vec<
         {
             continue;
         }
-        let chars = m.content.chars().count();
+        let text = m.text();
+        let chars = text.chars().count();
         if chars < config.min_chars || (!hard && chars <= 2 * config.keep_chars) {
             continue;
         }
         let text = if hard {
             format!("[tool result of {chars} characters cleared by agent-host to save context]")
         } else {
-            soft_trim(&m.content, chars, config.keep_chars)
+            soft_trim(&text, chars, config.keep_chars)
         };
-        m.set_content(text);
+        m.set_text(text);
         m.metadata.insert(
             PRUNED_KEY.into(),
             Value::String(if hard { "hard" } else { "soft" }.into()),
@@ -233,6 +234,23 @@ mod tests {
         assert!(prune(&mut protected, 0.9, &config).is_empty());
         let mut excluded = history(&"x".repeat(60_000), "keep", 3);
         assert!(prune(&mut excluded, 0.9, &config).is_empty());
+    }
+
+    #[test]
+    fn results_given_as_text_parts_are_pruned_too() {
+        // Regression (review): Anthropic tool results with block content are
+        // read into parts, and pruning only looked at `content`.
+        let mut h = history("", "cat", 3);
+        h[1].parts.push(crate::message::Part::Text {
+            text: "p".repeat(60_000),
+        });
+        let pruned = prune(&mut h, 0.6, &PruneConfig::default());
+        assert_eq!(pruned.len(), 1);
+        assert!(h[1].parts.is_empty());
+        assert!(
+            h[1].content
+                .starts_with("[tool result of 60000 characters cleared")
+        );
     }
 
     #[test]

@@ -73,6 +73,11 @@ pub enum Repair {
         /// How many calls were removed.
         count: usize,
     },
+    /// A `tool_call_id` was removed from a message that is not a tool result.
+    RemovedStrayCallId {
+        /// The message.
+        id: String,
+    },
     /// Reasoning was removed from a message that is not the assistant's.
     RemovedDetachedReasoning {
         /// The message.
@@ -153,6 +158,9 @@ pub fn repair(messages: Vec<Message>) -> (Vec<Message>, Vec<Repair>) {
 fn clean_message(m: &mut Message, changes: &mut Vec<Repair>) {
     if m.role != Role::Assistant && m.reasoning.take().is_some() {
         changes.push(Repair::RemovedDetachedReasoning { id: m.id.clone() });
+    }
+    if m.role != Role::Tool && m.tool_call_id.take().is_some() {
+        changes.push(Repair::RemovedStrayCallId { id: m.id.clone() });
     }
     let before = m.tool_calls.len();
     if m.role == Role::Assistant {

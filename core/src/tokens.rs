@@ -125,12 +125,20 @@ impl TokenCounter for HeuristicCounter {
     }
 
     fn cache_key(&self) -> u64 {
-        // A tag for this counter type in the top byte, its parameters below.
-        (0x48u64 << 56)
-            ^ (u64::from(self.latin_chars_per_token) << 42)
-            ^ (u64::from(self.cjk_chars_per_token) << 28)
-            ^ (u64::from(self.message_overhead) << 14)
-            ^ u64::from(self.image_tokens)
+        // FNV-1a over a tag for this counter type and its parameters.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let fields = [
+            0x4845_5552,
+            self.latin_chars_per_token,
+            self.cjk_chars_per_token,
+            self.message_overhead,
+            self.image_tokens,
+        ];
+        for byte in fields.iter().flat_map(|f| f.to_le_bytes()) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        hash
     }
 
     fn message_overhead(&self) -> u32 {

@@ -80,10 +80,11 @@ pub fn truncate(
     }
     let max = config.max_tool_result_chars;
     for m in messages.iter_mut().filter(|m| m.role == Role::Tool) {
-        let chars = m.content.chars().count();
+        let text = m.text();
+        let chars = text.chars().count();
         if chars > max {
-            let cut = cut_middle(&m.content, chars, max);
-            m.set_content(cut);
+            let cut = cut_middle(&text, chars, max);
+            m.set_text(cut);
             changes.push(Truncation::CutToolResult {
                 id: m.id.clone(),
                 chars_before: chars,

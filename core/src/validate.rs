@@ -158,6 +158,12 @@ pub fn validate(messages: &[Message]) -> Vec<Violation> {
         if m.role != Role::Tool {
             close_block(&mut open, open_index, &mut violations);
         }
+        if m.tool_call_id.is_some() && m.role != Role::Tool {
+            violations.push(Violation::InvalidRole {
+                index,
+                detail: format!("a {} message carries a `tool_call_id`", m.role),
+            });
+        }
         if m.reasoning.is_some() && m.role != Role::Assistant {
             violations.push(Violation::ReasoningDetached {
                 index,
@@ -180,6 +186,12 @@ pub fn validate(messages: &[Message]) -> Vec<Violation> {
                 }
             }
             Role::Tool => {
+                if m.has_tool_calls() {
+                    violations.push(Violation::InvalidRole {
+                        index,
+                        detail: "a tool message carries tool calls".into(),
+                    });
+                }
                 let Some(call_id) = m.tool_call_id.as_deref() else {
                     violations.push(Violation::InvalidRole {
                         index,
@@ -324,6 +336,28 @@ mod tests {
         assert_eq!(
             v[2].to_string(),
             "message 3: tool result for `a` is separated from its call in message 1"
+        );
+    }
+
+    #[test]
+    fn role_fields_in_the_wrong_place_are_invalid() {
+        let mut tool_with_calls = result("a");
+        tool_with_calls.push_tool_call("z", "t", "{}");
+        let mut user_with_call_id = Message::user("u");
+        user_with_call_id.tool_call_id = Some("a".into());
+        let v = validate(&[call("a"), tool_with_calls, user_with_call_id]);
+        assert_eq!(
+            v,
+            [
+                Violation::InvalidRole {
+                    index: 1,
+                    detail: "a tool message carries tool calls".into()
+                },
+                Violation::InvalidRole {
+                    index: 2,
+                    detail: "a user message carries a `tool_call_id`".into()
+                },
+            ]
         );
     }
 

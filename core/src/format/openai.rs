@@ -4,7 +4,8 @@
 //! request body). Roles `system`, `developer`, `user`, `assistant` and `tool`;
 //! content as a string, `null`, or an array of `text`, `image_url` and `file`
 //! parts; `tool_calls`, `tool_call_id`, the tool's `name`, and
-//! `reasoning_content`. Fields this model has no place for (a participant
+//! `reasoning_content`. A tool message without `name` (the current API sends
+//! none) takes its tool's name from the call it answers. Fields this model has no place for (a participant
 //! `name`, `refusal`, `audio`, the `developer` role, ...) are kept in the
 //! message's metadata under `"openai"` and written back, so a round trip gives
 //! the same JSON. Messages carry no ids in this format; ids are derived from
@@ -48,7 +49,7 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
             ));
         }
     };
-    items
+    let mut messages = items
         .into_iter()
         .enumerate()
         .map(|(index, item)| {
@@ -59,7 +60,22 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
                     m
                 })
         })
-        .collect()
+        .collect::<Result<Vec<Message>, FormatError>>()?;
+    // Current Chat Completions tool messages carry no `name`: take it from the call.
+    let mut names = std::collections::HashMap::new();
+    for m in &mut messages {
+        for call in &m.tool_calls {
+            names.insert(call.id.clone(), call.name.clone());
+        }
+        if m.role == Role::Tool && m.tool_name.is_none() {
+            m.tool_name = m
+                .tool_call_id
+                .as_ref()
+                .and_then(|id| names.get(id))
+                .cloned();
+        }
+    }
+    Ok(messages)
 }
 
 fn message_from_value(item: Value) -> Result<Message, FormatError> {
@@ -320,7 +336,12 @@ fn message_to_value(m: &Message) -> Result<Value, FormatError> {
     }
     if let Some(Value::Object(extra)) = m.metadata.get(EXTRA_KEY) {
         for (key, value) in extra {
-            object.insert(key.clone(), value.clone());
+            // Kept fields fill gaps only; the one override is the `developer`
+            // spelling of a system message's role.
+            let developer = key == "role" && m.role == Role::System && value == "developer";
+            if developer || !object.contains_key(key) {
+                object.insert(key.clone(), value.clone());
+            }
         }
     }
     Ok(Value::Object(object))
