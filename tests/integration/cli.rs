@@ -107,8 +107,13 @@ fn inspect_reads_a_real_claude_code_session() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(text.contains("(claude-code): "), "{text}");
+    // The main thread; the subagents' conversations are counted apart.
     assert!(
-        text.contains("tool calls: 167, answered: 167, unanswered: 0, orphan results: 0"),
+        text.contains("tool calls: 11, answered: 11, unanswered: 0, orphan results: 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("subagent sidechains: 5 (322 messages"),
         "{text}"
     );
 }
