@@ -125,20 +125,22 @@ impl TokenCounter for HeuristicCounter {
     }
 
     fn cache_key(&self) -> u64 {
-        // FNV-1a over a tag for this counter type and its parameters.
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let fields = [
-            0x4845_5552,
+        // Asked once per counted message, so it must be cheap: the default
+        // settings have a fixed key, others a multiply-xor mix of the fields.
+        const DEFAULT_KEY: u64 = 0x4845_5552_4953_5449;
+        if *self == HeuristicCounter::default() {
+            return DEFAULT_KEY;
+        }
+        [
             self.latin_chars_per_token,
             self.cjk_chars_per_token,
             self.message_overhead,
             self.image_tokens,
-        ];
-        for byte in fields.iter().flat_map(|f| f.to_le_bytes()) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        hash
+        ]
+        .into_iter()
+        .fold(DEFAULT_KEY, |key, field| {
+            (key ^ u64::from(field)).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
+        })
     }
 
     fn message_overhead(&self) -> u32 {
@@ -214,6 +216,22 @@ mod tests {
         m.push_tool_call("c1", "read", "x".repeat(400));
         // overhead 3 + name 1 + arguments 100
         assert_eq!(counter.count_message(&m), bare + 3 + 1 + 100);
+    }
+
+    #[test]
+    fn different_settings_have_different_cache_keys() {
+        // Regression (review): fields used to share bits, so
+        // {overhead 4, image 1000} and {overhead 0, image 66536} collided.
+        let a = HeuristicCounter::default();
+        let b = HeuristicCounter {
+            message_overhead: 0,
+            image_tokens: 66_536,
+            ..a
+        };
+        let c = HeuristicCounter { message_overhead: 5, ..a };
+        assert_ne!(a.cache_key(), b.cache_key());
+        assert_ne!(a.cache_key(), c.cache_key());
+        assert_ne!(b.cache_key(), c.cache_key());
     }
 
     #[test]
