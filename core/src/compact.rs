@@ -23,7 +23,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::budget::unit_start;
-use crate::message::{Message, Role};
+use crate::message::{Message, Role, nth_last_position};
 use crate::session::Checkpoint;
 use crate::summarize::{DEFAULT_MAX_WORDS, Summarizer, SummaryError, SummaryRequest};
 use crate::tokens::TokenCounter;
@@ -288,16 +288,7 @@ pub fn plan_counted(
 /// The index where the last `turns` turns start (a turn starts at a user
 /// message that is not synthetic); 0 when there are not more turns than that.
 fn kept_turns_start(messages: &[Message], turns: usize) -> usize {
-    if turns == 0 {
-        return messages.len();
-    }
-    messages
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, m)| m.role == Role::User && !m.synthetic)
-        .nth(turns - 1)
-        .map_or(0, |(i, _)| i)
+    nth_last_position(messages, turns, |m| m.role == Role::User && !m.synthetic)
 }
 
 /// The index where the last `units` exchanges (a message and the tool

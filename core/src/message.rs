@@ -321,6 +321,25 @@ impl Message {
     }
 }
 
+/// The index of the `n`-th last message (1-based) for which `pred` holds; 0
+/// when fewer than `n` do, and `messages.len()` when `n` is 0.
+pub(crate) fn nth_last_position(
+    messages: &[Message],
+    n: usize,
+    pred: impl Fn(&Message) -> bool,
+) -> usize {
+    if n == 0 {
+        return messages.len();
+    }
+    messages
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, m)| pred(m))
+        .nth(n - 1)
+        .map_or(0, |(i, _)| i)
+}
+
 /// The per-message token cache: `(counter key, count)`, ignored by equality.
 #[derive(Clone, Debug, Default)]
 struct TokenCache(OnceLock<(u64, u32)>);

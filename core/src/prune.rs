@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use crate::message::{Message, Role};
+use crate::message::{Message, Role, nth_last_position};
 
 /// The metadata key set on pruned results (`"soft"` or `"hard"`).
 pub const PRUNED_KEY: &str = "pruned";
@@ -144,16 +144,7 @@ pub fn prune(messages: &mut [Message], usage: f64, config: &PruneConfig) -> Vec<
 /// The index from which messages are protected: the N-th last assistant
 /// message (its results follow it, so they are protected too).
 fn protected_from(messages: &[Message], turns: usize) -> usize {
-    if turns == 0 {
-        return messages.len();
-    }
-    messages
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, m)| m.role == Role::Assistant)
-        .nth(turns - 1)
-        .map_or(0, |(i, _)| i)
+    nth_last_position(messages, turns, |m| m.role == Role::Assistant)
 }
 
 /// The first and last `keep` characters of `text`, with a notice between.

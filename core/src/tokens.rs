@@ -139,7 +139,9 @@ impl TokenCounter for HeuristicCounter {
         ]
         .into_iter()
         .fold(DEFAULT_KEY, |key, field| {
-            (key ^ u64::from(field)).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
+            (key ^ u64::from(field))
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(29)
         })
     }
 
@@ -228,7 +230,10 @@ mod tests {
             image_tokens: 66_536,
             ..a
         };
-        let c = HeuristicCounter { message_overhead: 5, ..a };
+        let c = HeuristicCounter {
+            message_overhead: 5,
+            ..a
+        };
         assert_ne!(a.cache_key(), b.cache_key());
         assert_ne!(a.cache_key(), c.cache_key());
         assert_ne!(b.cache_key(), c.cache_key());

@@ -3,6 +3,8 @@
 //! Skipped, saying so, when the corpus is not beside this checkout (set
 //! `AGENT_HOST_CORPUS` to point elsewhere).
 
+mod common;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -13,18 +15,7 @@ use agent_host_core::{Message, Role};
 use serde_json::Value;
 
 fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENT_HOST_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: no corpus at {} (set AGENT_HOST_CORPUS)",
-            dir.display()
-        );
-        None
-    }
+    common::corpus_dir()
 }
 
 /// Messages compared without their derived ids, and with tool arguments in

@@ -3,6 +3,8 @@
 //!
 //! Skipped, saying so, when the corpus is not beside this checkout.
 
+mod common;
+
 use std::path::PathBuf;
 
 use agent_host_core::budget::{BudgetConfig, build_view};
@@ -18,16 +20,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::Value;
 
 fn corpus() -> Option<Vec<(String, Vec<Message>)>> {
-    let dir = std::env::var_os("AGENT_HOST_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    if !dir.is_dir() {
-        eprintln!(
-            "SKIPPED: no corpus at {} (set AGENT_HOST_CORPUS)",
-            dir.display()
-        );
-        return None;
-    }
+    let dir = common::corpus_dir()?;
     let mut out = Vec::new();
     let tau =
         std::fs::read_to_string(dir.join("tau-bench-gpt4o-airline/gpt-4o-airline.json")).unwrap();

@@ -13,6 +13,8 @@
 //! Skipped, saying so, when the corpus is not beside this checkout (set
 //! `AGENT_HOST_CORPUS` to point elsewhere).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -34,18 +36,7 @@ const WINDOW: usize = 30;
 const MIN_RECALL: f64 = 0.90;
 
 fn corpus() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENT_HOST_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: no corpus at {} (set AGENT_HOST_CORPUS)",
-            dir.display()
-        );
-        None
-    }
+    common::corpus_dir()
 }
 
 /// The span compaction would summarize: everything before the last
