@@ -276,22 +276,32 @@ pub fn compact(
             let total = fixed_tokens + tokens_of(&messages);
             let limit = config.budget.context_limit;
             let forced = config.force_summary;
-            match unusable_id(&messages).map_or_else(
-                || {
-                    compact::plan_counted(
-                        &messages,
-                        messages_since_summary,
-                        total,
-                        limit,
-                        sc,
-                        counter,
-                        forced,
-                    )
-                },
-                |id| Err(NoPlan::UnusableIds { id }),
-            ) {
+            let planned = compact::plan_counted(
+                &messages,
+                messages_since_summary,
+                total,
+                limit,
+                sc,
+                counter,
+                forced,
+            )
+            .and_then(|plan| match unusable_id(&messages) {
+                Some(id) => Err(NoPlan::UnusableIds { id }),
+                None => Ok(plan),
+            })
+            .and_then(|plan| {
+                let covers = covered_log_ids(log, &messages, plan.span);
+                if covers.is_empty() {
+                    // Only messages a stage made: nothing of the log to cover.
+                    return Err(NoPlan::NothingSummarizable {
+                        trigger: plan.trigger,
+                    });
+                }
+                Ok((plan, covers))
+            });
+            match planned {
                 Err(reason) => SummaryOutcome::NotDone(reason),
-                Ok(plan) => {
+                Ok((plan, covers)) => {
                     let previous = summary.last().map(|m| m.content.as_str());
                     match compact::summarize(&messages, &plan, previous, summarizer, sc.max_words) {
                         Err(e) => SummaryOutcome::Failed {
@@ -300,7 +310,7 @@ pub fn compact(
                         },
                         Ok(text) => {
                             let (pair, mut cp) = compact::checkpoint(&messages, &plan, text, now);
-                            cp.covers = covered_log_ids(log, &messages, plan.span);
+                            cp.covers = covers;
                             let outcome = SummaryOutcome::Summarized {
                                 trigger: plan.trigger.clone(),
                                 covered: cp.covers.len(),
