@@ -82,7 +82,8 @@ pub struct ViewTokens {
     /// Tokens of the recent messages.
     pub recent: u32,
     /// Messages after the checkpoint that are not in the view because they
-    /// did not fit (summary messages of older checkpoints are not counted).
+    /// did not fit (summary messages of older checkpoints lying far back in
+    /// the log may be counted among them).
     pub left_out: usize,
 }
 
@@ -151,6 +152,64 @@ pub struct LogSplit {
     pub start: usize,
 }
 
+impl LogSplit {
+    /// Whether the message at `index` is one of the history since the
+    /// checkpoint (summary messages are not: the view places the latest pair
+    /// itself, and older pairs are superseded).
+    pub fn is_candidate(&self, index: usize, m: &Message) -> bool {
+        !m.summary && self.summary.is_none_or(|(b, s)| index != b && index != s)
+    }
+
+    /// The newest messages since the checkpoint, read from the end of `log`
+    /// until they take more than `limit` tokens and number at least
+    /// `min_count`, stopping where an exchange starts. Older messages are
+    /// counted, not read: the cost follows the tail, not the log.
+    pub(crate) fn tail(
+        &self,
+        log: &[Message],
+        limit: u64,
+        min_count: usize,
+        counter: &dyn TokenCounter,
+    ) -> Tail {
+        let mut tail = Tail {
+            start: log.len(),
+            tokens: 0,
+            since_checkpoint: 0,
+        };
+        for i in (self.start..log.len()).rev() {
+            let m = &log[i];
+            if !self.is_candidate(i, m) {
+                continue;
+            }
+            tail.since_checkpoint += 1;
+            tail.tokens += u64::from(m.tokens(counter));
+            tail.start = i;
+            if tail.tokens > limit && tail.since_checkpoint >= min_count && m.role != Role::Tool {
+                // Summary messages of older checkpoints among the older
+                // messages are counted too: they are rare, and harmless here.
+                let older = self.start..i;
+                let pair = self.summary.map_or(0, |(b, s)| {
+                    usize::from(older.contains(&b)) + usize::from(older.contains(&s))
+                });
+                tail.since_checkpoint += older.len() - pair;
+                break;
+            }
+        }
+        tail
+    }
+}
+
+/// What [`LogSplit::tail`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tail {
+    /// The log index of the oldest message read.
+    pub start: usize,
+    /// The tokens of the messages read.
+    pub tokens: u64,
+    /// All messages since the checkpoint, read or counted.
+    pub since_checkpoint: usize,
+}
+
 /// Finds the system prompt and the latest checkpoint in `log`.
 ///
 /// The checkpoint's messages are found by scanning from the end, so the cost
@@ -216,7 +275,7 @@ pub fn build_view<'a>(
     let summary: Vec<&Message> = split
         .summary
         .map_or_else(Vec::new, |(b, s)| vec![&log[b], &log[s]]);
-    // Only the newest candidates can fit: gather them from the end until the
+    // Only the newest candidates can fit: read them from the end until the
     // budget is spent, the minimum is met, and an exchange is complete.
     let fixed: u64 = system
         .iter()
@@ -224,36 +283,14 @@ pub fn build_view<'a>(
         .map(|m| u64::from(m.tokens(counter)))
         .sum();
     let room = u64::from(budget.available()).saturating_sub(fixed);
-    let mut candidates: Vec<&Message> = Vec::new();
-    let mut tokens = 0u64;
-    for (i, m) in log.iter().enumerate().skip(split.start).rev() {
-        if m.summary || split.summary.is_some_and(|(b, s)| i == b || i == s) {
-            continue;
-        }
-        if tokens > room && candidates.len() >= budget.min_recent_messages && m.role != Role::Tool {
-            // `m` closes the unit of the tool results gathered last.
-            if candidates
-                .last()
-                .is_some_and(|last| last.role == Role::Tool)
-            {
-                candidates.push(m);
-            }
-            break;
-        }
-        tokens += u64::from(m.tokens(counter));
-        candidates.push(m);
-    }
-    candidates.reverse();
-    let gathered = candidates.len();
+    let tail = split.tail(log, room, budget.min_recent_messages, counter);
+    let candidates: Vec<&Message> = (tail.start..log.len())
+        .filter(|&i| split.is_candidate(i, &log[i]))
+        .map(|i| &log[i])
+        .collect();
     let mut view = pack(system, summary, &candidates, budget, counter);
-    // Messages before the gathered ones never fit either.
-    let pair_after_start = split.summary.map_or(0, |(b, s)| {
-        usize::from(b >= split.start) + usize::from(s >= split.start)
-    });
-    let before = (log.len() - split.start)
-        .saturating_sub(pair_after_start)
-        .saturating_sub(gathered);
-    view.tokens.left_out += before;
+    // Messages before the ones read never fit either.
+    view.tokens.left_out += tail.since_checkpoint - candidates.len();
     view
 }
 

@@ -188,36 +188,13 @@ pub fn compact(
     let fixed_tokens = tokens_of(&system) + tokens_of(&summary);
     let available = u64::from(config.budget.available().max(1));
 
-    // The messages since the checkpoint, newest first, counted until no
-    // threshold can depend on more: a turn costs what the new messages cost,
-    // not what the whole log costs.
-    let in_candidates =
-        |i: usize| !log[i].summary && split.summary.is_none_or(|(b, s)| i != b && i != s);
+    // The messages since the checkpoint, read from the end only as far as a
+    // threshold can depend on: a turn costs what the new messages cost, not
+    // what the whole log costs.
     let cap = token_cap(config, available);
-    let mut window_start = log.len();
-    let mut window_tokens = 0u64;
-    let mut messages_since_summary = 0usize;
-    let mut capped = false;
-    for i in (split.start..log.len()).rev() {
-        if capped {
-            // Older messages are counted, not read (summary messages of older
-            // checkpoints among them included: they are rare and harmless).
-            let pair_before = split.summary.map_or(0, |(b, s)| {
-                usize::from((split.start..window_start).contains(&b))
-                    + usize::from((split.start..window_start).contains(&s))
-            });
-            messages_since_summary += window_start - split.start - pair_before;
-            break;
-        }
-        if !in_candidates(i) {
-            continue;
-        }
-        messages_since_summary += 1;
-        window_tokens += u64::from(log[i].tokens(counter));
-        window_start = i;
-        capped = fixed_tokens + window_tokens > cap && log[i].role != Role::Tool;
-    }
-    let tokens_since_summary = fixed_tokens + window_tokens;
+    let tail = split.tail(log, cap.saturating_sub(fixed_tokens), 0, counter);
+    let messages_since_summary = tail.since_checkpoint;
+    let tokens_since_summary = fixed_tokens + tail.tokens;
     // A summary needs every message since the checkpoint; otherwise only the
     // window can reach the view.
     let summarizing = summarizer.is_some()
@@ -231,13 +208,9 @@ pub fn compact(
                     )
                     .is_some()
         });
-    let from = if summarizing {
-        split.start
-    } else {
-        window_start
-    };
+    let from = if summarizing { split.start } else { tail.start };
     let mut messages: Vec<Message> = (from..log.len())
-        .filter(|&i| in_candidates(i))
+        .filter(|&i| split.is_candidate(i, &log[i]))
         .map(|i| log[i].clone())
         .collect();
     let loaded = messages.len();

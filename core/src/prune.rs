@@ -246,7 +246,8 @@ mod tests {
 
     #[test]
     fn aggressive_mode_prunes_what_the_default_keeps() {
-        let mut h = history(&"x".repeat(20_000), "cat", 1);
+        // Three later assistant turns: only the size keeps it from the default.
+        let mut h = history(&"x".repeat(20_000), "cat", 3);
         assert!(prune(&mut h, 0.2, &PruneConfig::default()).is_empty());
         let pruned = prune(&mut h, 0.2, &PruneConfig::default().aggressive());
         assert_eq!(pruned.len(), 1);

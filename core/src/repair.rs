@@ -18,7 +18,7 @@
 //!
 //! Repair is idempotent: a repaired history needs no further repair.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -164,7 +164,7 @@ fn clean_message(m: &mut Message, changes: &mut Vec<Repair>) {
     }
     let before = m.tool_calls.len();
     if m.role == Role::Assistant {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         m.tool_calls.retain(|c| seen.insert(c.id.clone()));
     } else {
         m.tool_calls.clear();
@@ -184,17 +184,17 @@ struct Assignment {
     /// result order.
     owner: Vec<(usize, usize)>,
     /// Results that were not directly in their call's block.
-    moved: std::collections::HashSet<usize>,
+    moved: HashSet<usize>,
 }
 
 /// Pairs each result with the latest unanswered call of its id; records the
 /// results that are dropped.
 fn assign_results(messages: &[Message], changes: &mut Vec<Repair>) -> Assignment {
     let mut owner = Vec::new();
-    let mut moved = std::collections::HashSet::new();
+    let mut moved = HashSet::new();
     // Unanswered calls: id -> stack of assistant indices.
     let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut answered: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut answered: HashSet<&str> = HashSet::new();
     let mut seen_assistant = false;
     // The start of the current block: the last non-tool message.
     let mut block_owner: Option<usize> = None;

@@ -92,13 +92,15 @@ pub fn truncate(
             });
         }
     }
+    // Choose the oldest unprotected exchanges to drop, then drop them in one
+    // pass (the protected tail is the same messages however many go).
     let mut tokens = total(messages);
+    let protected_from = messages.len().saturating_sub(protected_recent);
+    let mut drop = vec![false; messages.len()];
+    let mut next = 0;
     while tokens > budget {
-        let protected_from = messages.len().saturating_sub(protected_recent);
-        // The oldest unit that is not protected.
-        let Some(start) = messages[..protected_from]
-            .iter()
-            .position(|m| m.role != Role::System && !m.summary)
+        let Some(start) = (next..protected_from)
+            .find(|&i| messages[i].role != Role::System && !messages[i].summary)
         else {
             break;
         };
@@ -109,15 +111,22 @@ pub fn truncate(
         if end > protected_from {
             break;
         }
-        let dropped: Vec<Message> = messages.drain(start..end).collect();
-        tokens -= dropped
+        let unit = &messages[start..end];
+        tokens -= unit
             .iter()
             .map(|m| u64::from(m.tokens(counter)))
             .sum::<u64>();
         changes.push(Truncation::Dropped {
-            ids: dropped.into_iter().map(|m| m.id).collect(),
+            ids: unit.iter().map(|m| m.id.clone()).collect(),
         });
+        drop[start..end].fill(true);
+        next = end;
     }
+    let mut index = 0;
+    messages.retain(|_| {
+        index += 1;
+        !drop[index - 1]
+    });
     changes
 }
 

@@ -5,11 +5,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use agent_host_core::budget::{BudgetConfig, build_view};
 use agent_host_core::extractive::ExtractiveSummarizer;
-use agent_host_core::format::{self, Format, openai};
 use agent_host_core::pipeline::{PipelineConfig, SummaryOutcome, compact};
 use agent_host_core::prune::{PruneConfig, prune};
 use agent_host_core::repair::repair;
@@ -17,36 +14,9 @@ use agent_host_core::truncate::{TruncateConfig, truncate};
 use agent_host_core::validate::validate;
 use agent_host_core::{HeuristicCounter, Message};
 use chrono::{TimeZone, Utc};
-use serde_json::Value;
 
 fn corpus() -> Option<Vec<(String, Vec<Message>)>> {
-    let dir = common::corpus_dir()?;
-    let mut out = Vec::new();
-    let tau =
-        std::fs::read_to_string(dir.join("tau-bench-gpt4o-airline/gpt-4o-airline.json")).unwrap();
-    let runs: Vec<Value> = serde_json::from_str(&tau).unwrap();
-    for (i, run) in runs.iter().enumerate() {
-        out.push((
-            format!("tau-bench {i}"),
-            openai::from_value(run["traj"].clone()).unwrap(),
-        ));
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("claude-code-sessions-ccv"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let transcript = format::parse(Format::ClaudeCode, &text).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        for (k, side) in transcript.sidechains.into_iter().enumerate() {
-            out.push((format!("{name} sidechain {k}"), side));
-        }
-        out.push((name, transcript.messages));
-    }
-    Some(out)
+    common::corpus_dir().map(|dir| common::conversations(&dir))
 }
 
 #[test]

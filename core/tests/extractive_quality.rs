@@ -2,9 +2,10 @@
 //! file paths, URLs and error lines of a summarized span appear verbatim in
 //! its summary, and no summary is over 600 words.
 //!
-//! Spans are cut the way compaction cuts them: every conversation (a Claude
-//! Code subagent run counts as a conversation of its own) without its last 4
-//! turns (a turn starts at a user message that is not synthetic), and every
+//! Spans are cut the way compaction cuts them (`compact::plan`): every
+//! conversation (a Claude Code subagent run counts as a conversation of its
+//! own) without its last 4 turns, or its last 4 exchanges when it has no more
+//! turns than that, and every
 //! conversation longer than 30 messages (the default trigger) also in windows
 //! of 30 messages, once alone and once with the previous window's summary
 //! carried forward, and whole in one call. What must appear is what
@@ -16,15 +17,13 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
+use agent_host_core::compact::{self, SummaryConfig};
 use agent_host_core::extractive::{
     ExtractiveSummarizer, ValueKind, message_key_values, word_count,
 };
-use agent_host_core::format::{self, Format, openai};
 use agent_host_core::summarize::{DEFAULT_MAX_WORDS, Summarizer, SummaryRequest};
-use agent_host_core::{Message, Role};
-use serde_json::Value;
+use agent_host_core::{HeuristicCounter, Message, Role};
 
 /// Turns compaction keeps intact after the span.
 const KEEP_LAST_TURNS: usize = 4;
@@ -35,23 +34,29 @@ const WINDOW: usize = 30;
 /// The recall the product issue asks for.
 const MIN_RECALL: f64 = 0.90;
 
-fn corpus() -> Option<PathBuf> {
-    common::corpus_dir()
-}
-
-/// The span compaction would summarize: everything before the last
-/// `KEEP_LAST_TURNS` turns (empty when there are not more turns than that).
+/// The span compaction would summarize (as `compact::plan` cuts it, forced,
+/// after the system prompt), or nothing when it would summarize nothing.
 fn compaction_span(messages: &[Message]) -> &[Message] {
-    let starts: Vec<usize> = messages
+    let body_start = messages
         .iter()
-        .enumerate()
-        .filter(|(_, m)| m.role == Role::User && !m.synthetic)
-        .map(|(i, _)| i)
-        .collect();
-    if starts.len() <= KEEP_LAST_TURNS {
-        return &[];
+        .take_while(|m| m.role == Role::System)
+        .count();
+    let body = &messages[body_start..];
+    let config = SummaryConfig {
+        keep_last_turns: KEEP_LAST_TURNS,
+        ..SummaryConfig::default()
+    };
+    match compact::plan(
+        body,
+        0,
+        128_000,
+        &config,
+        &HeuristicCounter::default(),
+        true,
+    ) {
+        Ok(plan) => &body[..plan.span],
+        Err(_) => &[],
     }
-    &messages[..starts[starts.len() - KEEP_LAST_TURNS]]
 }
 
 /// Required and found values, per kind.
@@ -155,40 +160,12 @@ impl Tally {
     }
 }
 
-fn tau_bench(dir: &Path) -> Tally {
-    let path = dir.join("tau-bench-gpt4o-airline/gpt-4o-airline.json");
-    let runs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+fn tau_bench(conversations: &[(String, Vec<Message>)]) -> Tally {
     let mut tally = Tally::default();
-    for (i, run) in runs.iter().enumerate() {
-        let history = openai::from_value(run["traj"].clone())
-            .unwrap_or_else(|e| panic!("tau-bench conversation {i}: {e}"));
-        tally.measure(&format!("tau-bench {i}"), compaction_span(&history), None);
+    for (name, history) in conversations {
+        tally.measure(name, compaction_span(history), None);
     }
     tally
-}
-
-/// Every Claude Code conversation: each session's main thread and each of
-/// its subagent runs (sidechains, which have a context of their own).
-fn claude_code_conversations(dir: &Path) -> Vec<(String, Vec<Message>)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("claude-code-sessions-ccv"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 3, "expected the three Claude Code sessions");
-    let mut out = Vec::new();
-    for path in files {
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&path).unwrap();
-        let transcript =
-            format::parse(Format::ClaudeCode, &text).unwrap_or_else(|e| panic!("{name}: {e}"));
-        for (k, side) in transcript.sidechains.into_iter().enumerate() {
-            out.push((format!("{name} sidechain {k}"), side));
-        }
-        out.push((name, transcript.messages));
-    }
-    out
 }
 
 fn claude_code(conversations: &[(String, Vec<Message>)]) -> Tally {
@@ -235,9 +212,13 @@ fn claude_code_chained(conversations: &[(String, Vec<Message>)]) -> Tally {
 
 #[test]
 fn summaries_keep_the_paths_urls_and_error_lines_of_real_spans() {
-    let Some(dir) = corpus() else { return };
-    let tau = tau_bench(&dir);
-    let conversations = claude_code_conversations(&dir);
+    let Some(dir) = common::corpus_dir() else {
+        return;
+    };
+    let (tau_runs, conversations): (Vec<_>, Vec<_>) = common::conversations(&dir)
+        .into_iter()
+        .partition(|(name, _)| name.starts_with("tau-bench"));
+    let tau = tau_bench(&tau_runs);
     let claude = claude_code(&conversations);
     let chained = claude_code_chained(&conversations);
     let whole = claude_code_whole(&conversations);
