@@ -85,6 +85,53 @@ pub enum Repair {
     },
 }
 
+impl std::fmt::Display for Repair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Repair::DroppedLeadingOrphan { id } => {
+                write!(
+                    f,
+                    "dropped tool result {id}: it comes before any assistant message"
+                )
+            }
+            Repair::DroppedOrphan { id } => {
+                write!(
+                    f,
+                    "dropped tool result {id}: no earlier message made its call"
+                )
+            }
+            Repair::DroppedDuplicateResult { id, call_id } => {
+                write!(
+                    f,
+                    "dropped tool result {id}: a second result for call {call_id}"
+                )
+            }
+            Repair::MovedResult { id, call_id } => {
+                write!(f, "moved tool result {id} back next to its call {call_id}")
+            }
+            Repair::ClosedInterruptedCall { call_id, result_id } => write!(
+                f,
+                "closed interrupted call {call_id} with the synthetic result {result_id}"
+            ),
+            Repair::RemovedToolCalls { id, count } => {
+                write!(f, "removed {count} tool call(s) from message {id}")
+            }
+            Repair::RemovedStrayCallId { id } => {
+                write!(
+                    f,
+                    "removed the tool call id of message {id}, which is not a tool result"
+                )
+            }
+            Repair::RemovedDetachedReasoning { id } => {
+                write!(
+                    f,
+                    "removed reasoning from message {id}, which is not the assistant's"
+                )
+            }
+        }
+    }
+}
+
 /// Repairs `messages` so that they pass validation; returns the repaired
 /// history and what was changed, in order.
 ///

@@ -1,8 +1,8 @@
 //! agent-host: the session and context engine for LLM agents.
 //!
-//! This crate is the host side: reading histories from files, the command-line
-//! interface, and (as the project grows) the sandboxed WebAssembly processor
-//! runtime, the session stores and the model providers. All pure logic (the
+//! This crate is the host side: reading histories from files, the sandboxed
+//! WebAssembly processor [`runtime`], the command-line interface, and (as the
+//! project grows) the session stores and the model providers. All pure logic (the
 //! message model, formats, token estimation) lives in [`agent_host_core`],
 //! which this crate re-exports as [`core`].
 //!
@@ -13,3 +13,4 @@ pub use agent_host_core as core;
 
 pub mod cli;
 pub mod input;
+pub mod runtime;

@@ -1,0 +1,303 @@
+//! Closed-by-default WASI for processors built against WASI (`wasm32-wasip2`
+//! guests import a dozen interfaces from Rust's std even when they never use
+//! them), the explicit grants, and the audit of a component's imports.
+//!
+//! Without grants a processor gets: no preopened directories, no environment,
+//! no arguments, stdin closed, stdout and stderr captured into its log, no
+//! network, and clocks and random numbers that trap with an explanation when
+//! called (only `wasi:random/insecure-seed` answers, with a fixed seed, since
+//! Rust's `HashMap` asks for one on creation).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+use wasmtime::component::{Linker, Resource};
+use wasmtime::{StoreContextMut, Trap};
+use wasmtime_wasi::p2::DynPollable;
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as _;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+
+use super::State;
+
+/// The WASI version the host links; a guest importing any 0.2.x is served.
+const WASI: &str = "0.2.12";
+/// Bytes of stdout and of stderr kept per call.
+pub(crate) const STDIO_CAPTURE: usize = 64 << 10;
+
+/// Capabilities granted to one processor. Everything not granted is closed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Grants {
+    /// Host directories the processor may read (never write), each visible to
+    /// the guest at the same absolute path.
+    pub read_dirs: Vec<PathBuf>,
+    /// Wall and monotonic clocks, and sleeping (a sleep past the deadline fails at once).
+    pub clocks: bool,
+    /// Random numbers from the host's generator.
+    pub random: bool,
+}
+
+/// How the host answers one import of a component.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportUse {
+    /// The agent-host interface.
+    Host,
+    /// A WASI interface served closed, or opened by a grant.
+    Wasi {
+        /// The grant that opens it, when one does (`--allow-clocks`).
+        grant: Option<&'static str>,
+    },
+}
+
+/// One import of a component and how the host serves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Import {
+    /// The import's full name (`wasi:clocks/wall-clock@0.2.3`).
+    pub name: String,
+    /// How it is served.
+    pub serves: ImportUse,
+}
+
+/// Checks every import of a component; returns how each is served, or the
+/// first import the host cannot grant, by name.
+pub(crate) fn audit<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<Import>, String> {
+    let mut out = Vec::new();
+    for name in names {
+        let serves = classify(name).ok_or_else(|| name.to_owned())?;
+        out.push(Import {
+            name: name.to_owned(),
+            serves,
+        });
+    }
+    Ok(out)
+}
+
+fn classify(name: &str) -> Option<ImportUse> {
+    // `types` holds only type definitions; `host` the host's functions.
+    for iface in ["agent-host:history/host@", "agent-host:history/types@"] {
+        if let Some(rest) = name.strip_prefix(iface) {
+            return rest.starts_with("0.1.").then_some(ImportUse::Host);
+        }
+    }
+    let (iface, version) = name.strip_prefix("wasi:")?.split_once('@')?;
+    if !version.starts_with("0.2.") {
+        return None;
+    }
+    let grant = match iface {
+        "clocks/wall-clock" | "clocks/monotonic-clock" => Some("--allow-clocks"),
+        "random/random" | "random/insecure" | "random/insecure-seed" => Some("--allow-random"),
+        "filesystem/types" | "filesystem/preopens" => Some("--allow-dir"),
+        "io/error"
+        | "io/poll"
+        | "io/streams"
+        | "cli/environment"
+        | "cli/exit"
+        | "cli/stdin"
+        | "cli/stdout"
+        | "cli/stderr"
+        | "cli/terminal-input"
+        | "cli/terminal-output"
+        | "cli/terminal-stdin"
+        | "cli/terminal-stdout"
+        | "cli/terminal-stderr" => None,
+        // Sockets are linked but closed: no address is ever allowed.
+        "sockets/network"
+        | "sockets/instance-network"
+        | "sockets/tcp"
+        | "sockets/tcp-create-socket"
+        | "sockets/udp"
+        | "sockets/udp-create-socket"
+        | "sockets/ip-name-lookup" => None,
+        _ => return None,
+    };
+    Some(ImportUse::Wasi { grant })
+}
+
+/// The WASI context for one call, closed except for `grants`. Built only when
+/// the guest first calls WASI.
+pub(crate) fn context(
+    grants: &Grants,
+    stdout: &MemoryOutputPipe,
+    stderr: &MemoryOutputPipe,
+) -> WasiCtx {
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .allow_blocking_current_thread(true);
+    if !grants.random {
+        b.insecure_random_seed(0x6167_656e_742d_686f_7374_2d73_6565_6421);
+    }
+    for dir in &grants.read_dirs {
+        let guest = dir.to_string_lossy().into_owned();
+        if let Err(e) = b.preopened_dir(dir, &guest, FsPerms::ReadOnly) {
+            tracing::warn!(dir = %dir.display(), "granted directory could not be opened: {e:#}");
+        }
+    }
+    b.build()
+}
+
+/// Adds WASI to `linker`, with the clock and random functions replaced by
+/// traps unless granted, and sleeping cut off at the call's deadline.
+pub(crate) fn add_to_linker(
+    linker: &mut Linker<State>,
+    clocks: bool,
+    random: bool,
+) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_sync(linker)?;
+    linker.allow_shadowing(true);
+    if clocks {
+        let mut mono = linker.instance(&format!("wasi:clocks/monotonic-clock@{WASI}"))?;
+        mono.func_wrap("subscribe-duration", |store, (nanos,): (u64,)| {
+            sleep_until_deadline(store, nanos)
+        })?;
+        mono.func_wrap("subscribe-instant", |mut store, (when,): (u64,)| {
+            let now = {
+                let (ctx, table) = store.data_mut().wasi_parts();
+                let mut view = wasmtime_wasi::clocks::WasiClocksCtxView {
+                    ctx: ctx.clocks(),
+                    table,
+                };
+                view.now()?
+            };
+            sleep_until_deadline(store, when.saturating_sub(now))
+        })?;
+    } else {
+        let mono = format!("wasi:clocks/monotonic-clock@{WASI}");
+        deny::<(), (u64,)>(linker, &mono, "now", "clocks")?;
+        deny::<(), (u64,)>(linker, &mono, "resolution", "clocks")?;
+        deny::<(u64,), (Resource<DynPollable>,)>(linker, &mono, "subscribe-duration", "clocks")?;
+        deny::<(u64,), (Resource<DynPollable>,)>(linker, &mono, "subscribe-instant", "clocks")?;
+        let wall = format!("wasi:clocks/wall-clock@{WASI}");
+        type Datetime = wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
+        deny::<(), (Datetime,)>(linker, &wall, "now", "clocks")?;
+        deny::<(), (Datetime,)>(linker, &wall, "resolution", "clocks")?;
+    }
+    if !random {
+        let r = format!("wasi:random/random@{WASI}");
+        deny::<(u64,), (Vec<u8>,)>(linker, &r, "get-random-bytes", "random")?;
+        deny::<(), (u64,)>(linker, &r, "get-random-u64", "random")?;
+        let i = format!("wasi:random/insecure@{WASI}");
+        deny::<(u64,), (Vec<u8>,)>(linker, &i, "get-insecure-random-bytes", "random")?;
+        deny::<(), (u64,)>(linker, &i, "get-insecure-random-u64", "random")?;
+    }
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Replaces `iface.func` with a function that traps, saying which grant is missing.
+fn deny<P, R>(
+    linker: &mut Linker<State>,
+    iface: &str,
+    func: &str,
+    what: &'static str,
+) -> wasmtime::Result<()>
+where
+    P: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
+    R: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
+{
+    let import = format!("{iface}#{func}");
+    linker.instance(iface)?.func_wrap(
+        func,
+        move |_store: StoreContextMut<'_, State>, _: P| -> wasmtime::Result<R> {
+            Err(wasmtime::Error::new(NotGranted {
+                import: import.clone(),
+                grant: what,
+            }))
+        },
+    )?;
+    Ok(())
+}
+
+/// A processor called a WASI function it was not granted.
+#[derive(Debug)]
+pub(crate) struct NotGranted {
+    pub(crate) import: String,
+    pub(crate) grant: &'static str,
+}
+
+impl std::fmt::Display for NotGranted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "called {} without the {} grant (--allow-{})",
+            self.import, self.grant, self.grant
+        )
+    }
+}
+
+impl std::error::Error for NotGranted {}
+
+/// A processor asked to sleep past its deadline.
+#[derive(Debug)]
+pub(crate) struct SleepPastDeadline;
+
+impl std::fmt::Display for SleepPastDeadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("asked to sleep past its deadline")
+    }
+}
+
+impl std::error::Error for SleepPastDeadline {}
+
+/// A granted sleep, refused at once when it would end after the call's
+/// deadline, so that a sleeping guest is stopped on time like a spinning one
+/// (epoch interruption only reaches code running in wasm).
+fn sleep_until_deadline(
+    mut store: StoreContextMut<'_, State>,
+    nanos: u64,
+) -> wasmtime::Result<(Resource<DynPollable>,)> {
+    let state = store.data_mut();
+    let left = state.deadline.saturating_duration_since(Instant::now());
+    if u128::from(nanos) > left.as_nanos() {
+        return Err(wasmtime::Error::new(SleepPastDeadline));
+    }
+    let (ctx, table) = state.wasi_parts();
+    let mut view = wasmtime_wasi::clocks::WasiClocksCtxView {
+        ctx: ctx.clocks(),
+        table,
+    };
+    Ok((view.subscribe_duration(nanos)?,))
+}
+
+/// Whether an error is the trap of a deadline (an epoch interruption).
+pub(crate) fn is_interrupt(e: &wasmtime::Error) -> bool {
+    e.downcast_ref::<Trap>() == Some(&Trap::Interrupt)
+        || e.downcast_ref::<SleepPastDeadline>().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_names_the_first_import_it_cannot_grant() {
+        let ok = audit(
+            [
+                "agent-host:history/host@0.1.0",
+                "wasi:clocks/wall-clock@0.2.3",
+                "wasi:io/streams@0.2.0",
+            ]
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(ok[0].serves, ImportUse::Host);
+        assert_eq!(
+            ok[1].serves,
+            ImportUse::Wasi {
+                grant: Some("--allow-clocks")
+            }
+        );
+        assert_eq!(
+            audit(["wasi:io/streams@0.2.0", "wasi:http/outgoing-handler@0.2.0"].into_iter()),
+            Err("wasi:http/outgoing-handler@0.2.0".to_owned())
+        );
+        // Another major version of the contract or of WASI is not ours to serve.
+        assert!(audit(["agent-host:history/host@0.2.0"].into_iter()).is_err());
+        assert!(audit(["wasi:cli/environment@0.3.0"].into_iter()).is_err());
+    }
+}

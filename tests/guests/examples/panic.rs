@@ -1,0 +1,27 @@
+//! Panics.
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "history-processor" });
+
+use agent_host::history::types::{Description, Error, Item, Message, RunContext};
+use exports::agent_host::history::processor::Guest;
+
+struct Guest_;
+
+impl Guest for Guest_ {
+    fn describe() -> Description {
+        Description {
+            name: "panic".into(),
+            version: "1.0.0".into(),
+            summary: "Panics.".into(),
+            config_schema: None,
+            config_example: None,
+            reorders: false,
+        }
+    }
+
+    #[allow(unused_variables, unreachable_code)]
+    fn process(ctx: RunContext, history: Vec<Message>) -> Result<Vec<Item>, Error> {
+        panic!("the processor panicked on purpose ({} messages)", history.len())
+    }
+}
+
+export!(Guest_);

@@ -1,0 +1,28 @@
+//! Sleeps for ten seconds.
+wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "history-processor" });
+
+use agent_host::history::types::{Description, Error, Item, Message, RunContext};
+use exports::agent_host::history::processor::Guest;
+
+struct Guest_;
+
+impl Guest for Guest_ {
+    fn describe() -> Description {
+        Description {
+            name: "wasi-sleep".into(),
+            version: "1.0.0".into(),
+            summary: "Sleeps for ten seconds.".into(),
+            config_schema: None,
+            config_example: None,
+            reorders: false,
+        }
+    }
+
+    #[allow(unused_variables, unreachable_code)]
+    fn process(ctx: RunContext, history: Vec<Message>) -> Result<Vec<Item>, Error> {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+        Ok((0..history.len() as u32).map(Item::Keep).collect())
+    }
+}
+
+export!(Guest_);

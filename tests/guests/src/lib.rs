@@ -1,0 +1,1 @@
+//! Test guests live in `examples/`; this library is empty.
