@@ -8,12 +8,15 @@ use agent_host_core::format::{self, Format, FormatError};
 use agent_host_core::pairing::ToolPairing;
 use agent_host_core::{HeuristicCounter, Message};
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, Parser, Subcommand};
 
 use crate::input::{self, Loaded};
+use crate::run::{ProcessorFailed, RunArgs, UsageError};
 
 /// Exit code for input that could not be read as a history (sysexits' EX_DATAERR).
 pub const EXIT_BAD_INPUT: u8 = 65;
+/// Exit code for a processor that failed under the `fail` policy, or could not be loaded.
+pub const EXIT_PROCESSOR_FAILED: u8 = 3;
 
 /// agent-host: sessions and context for LLM agents, with sandboxed history processors.
 #[derive(Debug, Parser)]
@@ -25,6 +28,13 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Fit a history to a context window, run it through sandboxed processors, and write it.
+    ///
+    /// Reads the history, runs the core pipeline (repair, pruning, an extractive summary
+    /// when a trigger fires, emergency truncation) so it fits --context-limit, then each
+    /// --processor in order inside the WebAssembly sandbox, validates the result and writes
+    /// it (OpenAI chat messages by default) with an optional provenance report.
+    Run(Box<RunArgs>),
     /// Show a history: its messages, token estimates, and how tool calls pair with results.
     ///
     /// With no FILE, shows the sample session built into the binary.
@@ -53,10 +63,20 @@ enum Command {
 
 /// Runs a parsed command line, writing results to `out`.
 ///
-/// Errors caused by unreadable input carry a [`FormatError`] in their chain;
-/// [`exit_code`] maps them to [`EXIT_BAD_INPUT`].
-pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Errors caused by unreadable input carry a [`FormatError`] in their chain,
+/// and processor failures a [`ProcessorFailed`]; [`exit_code`] maps them to
+/// [`EXIT_BAD_INPUT`] and [`EXIT_PROCESSOR_FAILED`].
+///
+/// `matches` are the matches `cli` was built from: `run` reads the order of
+/// its per-processor options from them.
+pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
+        Command::Run(args) => {
+            let sub = matches
+                .subcommand_matches("run")
+                .context("the run subcommand's matches")?;
+            crate::run::run(*args, sub, out)
+        }
         Command::Inspect { file, format } => {
             let loaded = match file {
                 Some(path) => input::load(&path, format)?,
@@ -87,6 +107,10 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
 pub fn exit_code(error: &anyhow::Error) -> ExitCode {
     if error.chain().any(|e| e.is::<FormatError>()) {
         ExitCode::from(EXIT_BAD_INPUT)
+    } else if error.chain().any(|e| e.is::<ProcessorFailed>()) {
+        ExitCode::from(EXIT_PROCESSOR_FAILED)
+    } else if error.chain().any(|e| e.is::<UsageError>()) {
+        ExitCode::from(2)
     } else {
         ExitCode::FAILURE
     }

@@ -13,4 +13,5 @@ pub use agent_host_core as core;
 
 pub mod cli;
 pub mod input;
+pub mod run;
 pub mod runtime;

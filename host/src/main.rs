@@ -4,13 +4,14 @@ use std::io::{self, Write};
 use std::process::ExitCode;
 
 use agent_host::cli::{self, Cli};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let result = cli::run(cli, &mut out).and_then(|()| Ok(out.flush()?));
+    let result = cli::run(cli, &matches, &mut out).and_then(|()| Ok(out.flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

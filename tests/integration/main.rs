@@ -1,5 +1,6 @@
 //! Cross-crate tests: the real `agent-host` binary on real and hostile input.
 
 mod cli;
+mod run;
 mod runtime;
 mod util;

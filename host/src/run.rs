@@ -1,0 +1,381 @@
+//! `agent-host run`: a history through the core pipeline, then through
+//! sandboxed processors, validated, written out with a provenance report.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agent_host_core::budget::BudgetConfig;
+use agent_host_core::extractive::ExtractiveSummarizer;
+use agent_host_core::format::{self, Format};
+use agent_host_core::pipeline::{self, Compaction, PipelineConfig, SummaryOutcome};
+use agent_host_core::validate::validate;
+use agent_host_core::{HeuristicCounter, Message, TokenCounter};
+use anyhow::{Context, Result, bail};
+use clap::{ArgAction, ArgMatches, Args};
+use serde_json::{Value, json};
+
+use crate::input;
+use crate::runtime::{
+    FailurePolicy, InvalidPolicy, ProcessorError, ProcessorOptions, RunInfo, Runtime, RuntimeConfig,
+};
+
+/// The options of `agent-host run`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Per-processor options (--processor-config, --allow-*, --on-failure, --on-invalid, --deadline-ms,
+--memory-mib) apply to the --processor just before them.
+
+Examples:
+  agent-host run --input chat.json --processor keep-last-turns.wasm --processor-config '{\"turns\":2}'
+  agent-host run --input - --context-limit 8000 --no-compact --report report.json < session.jsonl")]
+pub struct RunArgs {
+    /// The history to read (`-` for standard input); the built-in sample session when not given.
+    #[arg(long, short, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// Its format; detected when not given.
+    #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+    format: Option<Format>,
+    /// A processor component to run; repeat for a chain, run in order.
+    #[arg(long = "processor", short = 'p', value_name = "FILE.wasm", action = ArgAction::Append)]
+    processors: Vec<PathBuf>,
+    /// Configuration (JSON) for the processor before it.
+    #[arg(long = "processor-config", value_name = "JSON", action = ArgAction::Append)]
+    processor_configs: Vec<String>,
+    /// Let the processor before it read this directory (never write).
+    #[arg(long = "allow-dir", value_name = "PATH", action = ArgAction::Append)]
+    allow_dirs: Vec<PathBuf>,
+    /// Let the processor before it read clocks (and sleep within its deadline).
+    #[arg(long = "allow-clocks", action = ArgAction::Count)]
+    allow_clocks: u8,
+    /// Let the processor before it use random numbers.
+    #[arg(long = "allow-random", action = ArgAction::Count)]
+    allow_random: u8,
+    /// What a failure of the processor before it does: skip it (keep its input) or fail the run.
+    #[arg(long = "on-failure", value_name = "skip|fail", action = ArgAction::Append)]
+    on_failure: Vec<FailurePolicy>,
+    /// What an answer of the processor before it that breaks provider rules becomes.
+    #[arg(long = "on-invalid", value_name = "reject|repair", action = ArgAction::Append)]
+    on_invalid: Vec<InvalidPolicy>,
+    /// The deadline of the processor before it, in milliseconds (default 250).
+    #[arg(long = "deadline-ms", value_name = "MS", action = ArgAction::Append)]
+    deadline_ms: Vec<u64>,
+    /// The memory limit of the processor before it, in MiB (default 64).
+    #[arg(long = "memory-mib", value_name = "MIB", action = ArgAction::Append)]
+    memory_mib: Vec<usize>,
+    /// The model's context window, in tokens: the pipeline makes the history fit it.
+    #[arg(long, value_name = "TOKENS", default_value_t = 128_000)]
+    context_limit: u32,
+    /// Only repair the history before the processors: no pruning, summary or truncation.
+    #[arg(long)]
+    no_compact: bool,
+    /// Where to write the resulting history (standard output when not given).
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The format to write: OpenAI chat messages unless given.
+    #[arg(long, value_name = "openai|anthropic|jsonl")]
+    to: Option<Format>,
+    /// Write the history in the format it was read in.
+    #[arg(long, conflicts_with = "to")]
+    same_format: bool,
+    /// Where to write the provenance report (JSON).
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Where compiled processors are cached (default: the user cache folder).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile processors every time instead of caching them.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+    /// Print nothing on standard error but errors.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// A processor under the `fail` policy failed, or could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ProcessorFailed(pub String);
+
+/// The command line is inconsistent (clap's usage errors, exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs `agent-host run`. `matches` are the subcommand's own matches, used
+/// to tie each per-processor option to the `--processor` before it.
+pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<()> {
+    let options = per_processor_options(&args, matches)?;
+    let counter = HeuristicCounter::default();
+    let loaded = match &args.input {
+        Some(path) => input::load(path, args.format)?,
+        None => input::sample(),
+    };
+    let source = loaded.source.clone();
+    let input_format = loaded.format;
+    let log = loaded.transcript.messages;
+    if log.is_empty() {
+        bail!("{source} holds no messages");
+    }
+
+    // The core pipeline: make the history fit.
+    let budget = BudgetConfig::for_window(args.context_limit);
+    let config = if args.no_compact {
+        PipelineConfig::repair_only(budget.clone())
+    } else {
+        PipelineConfig {
+            budget: budget.clone(),
+            ..PipelineConfig::default()
+        }
+    };
+    let summarizer = ExtractiveSummarizer::default();
+    let now = chrono::Utc::now();
+    let compaction = pipeline::compact(&log, None, &config, &counter, Some(&summarizer), now);
+    let pipeline_report = pipeline_json(&compaction);
+    if !args.quiet {
+        for repair in &compaction.report.repairs {
+            eprintln!("repaired: {repair}");
+        }
+        let r = &compaction.report;
+        let summary = match &r.summary {
+            SummaryOutcome::Summarized { covered, .. } => format!("summarized {covered} messages"),
+            SummaryOutcome::Failed { error, .. } => format!("summary failed ({error})"),
+            _ => "no summary".to_owned(),
+        };
+        eprintln!(
+            "pipeline: {} messages, {} tokens -> {} messages, {} tokens ({summary}, {} pruned, {} truncations)",
+            log.len(),
+            total_tokens(&log, &counter),
+            compaction.view.len(),
+            r.usage.view.total(),
+            r.pruned.len(),
+            r.truncations.len(),
+        );
+    }
+    let view = compaction.view;
+
+    // The processors.
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    let mut failure = None;
+    let mut messages = view;
+    if !options.is_empty() {
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: if args.no_cache {
+                None
+            } else {
+                args.cache_dir
+                    .clone()
+                    .or_else(crate::runtime::CompileCache::default_root)
+            },
+            ..RuntimeConfig::default()
+        })?;
+        let mut processors = Vec::with_capacity(options.len());
+        for (path, opts) in args.processors.iter().zip(options) {
+            let p = runtime
+                .load_file(path, opts)
+                .map_err(|e| ProcessorFailed(format!("cannot load a processor: {e:#}")))?;
+            processors.push(p);
+        }
+        let info = RunInfo {
+            context_window: budget.context_limit,
+            budget: budget.available(),
+            now,
+            ..RunInfo::default()
+        };
+        let outcome = runtime.run(&processors, &info, messages);
+        messages = outcome.messages;
+        reports = outcome.reports;
+        failure = outcome.failure;
+    }
+    let processors_ms = started.elapsed();
+
+    if !args.quiet {
+        for r in &reports {
+            match &r.error {
+                Some(e) => eprintln!("{}: failed, its input kept: {e}", r.name),
+                None => eprintln!(
+                    "{} {}: kept {}, dropped {}, replaced {}, inserted {}; {} -> {} tokens in {:.1} ms",
+                    r.name,
+                    r.version,
+                    r.kept.len(),
+                    r.dropped.len(),
+                    r.replaced.len(),
+                    r.inserted.len(),
+                    r.tokens_before,
+                    r.tokens_after,
+                    r.time_ms
+                ),
+            }
+        }
+    }
+
+    let output_format = if args.same_format {
+        match input_format {
+            // Claude Code transcripts are read, not written: write native JSONL.
+            Format::ClaudeCode => Format::Jsonl,
+            f => f,
+        }
+    } else {
+        args.to.unwrap_or(Format::OpenAi)
+    };
+    let violations = validate(&messages);
+    let tokens: u64 = messages.iter().map(|m| u64::from(m.tokens(&counter))).sum();
+    let report = json!({
+        "input": {
+            "source": source,
+            "format": input_format.to_string(),
+            "messages": log.len(),
+            "tokens": total_tokens(&log, &counter),
+        },
+        "pipeline": pipeline_report,
+        "processors": reports,
+        "processors_ms": ms(processors_ms),
+        "output": {
+            "format": output_format.to_string(),
+            "messages": messages.len(),
+            "tokens": tokens,
+            "violations": violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        },
+        "failure": failure.as_ref().map(ToString::to_string),
+    });
+    if let Some(path) = &args.report {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    if let Some(error) = failure {
+        return Err(fail(error));
+    }
+    if let Some(v) = violations.first() {
+        // Every stage validates its own output, so this is a bug, not bad input.
+        bail!("the history breaks a provider rule after the run: {v}");
+    }
+    let text = format::write(output_format, &messages)
+        .with_context(|| format!("cannot write the result as {output_format}"))?;
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
+
+fn fail(error: ProcessorError) -> anyhow::Error {
+    ProcessorFailed(format!("{error} (its failure policy is `fail`)")).into()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn total_tokens(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
+    messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
+}
+
+/// The pipeline's report, as JSON for the run report.
+fn pipeline_json(c: &Compaction) -> Value {
+    let r = &c.report;
+    let summary = match &r.summary {
+        SummaryOutcome::Skipped => json!({"outcome": "skipped"}),
+        SummaryOutcome::NotDone(why) => json!({"outcome": "not_done", "why": format!("{why:?}")}),
+        SummaryOutcome::Summarized {
+            trigger,
+            covered,
+            parts,
+            oversized,
+        } => json!({
+            "outcome": "summarized",
+            "trigger": format!("{trigger:?}"),
+            "covered": covered,
+            "parts": parts,
+            "oversized": oversized,
+        }),
+        SummaryOutcome::Failed { trigger, error } => json!({
+            "outcome": "failed",
+            "trigger": format!("{trigger:?}"),
+            "error": error,
+        }),
+    };
+    json!({
+        "repairs": r.repairs.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "doom_loops": r.doom_loops.iter().map(|d| json!({"tool": d.tool, "count": d.count})).collect::<Vec<_>>(),
+        "pruned": r.pruned.iter().map(|p| json!({
+            "id": p.id, "tool": p.tool, "chars_before": p.chars_before,
+            "chars_after": p.chars_after, "cleared": p.cleared,
+        })).collect::<Vec<_>>(),
+        "summary": summary,
+        "truncations": r.truncations.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>(),
+        "view": {
+            "messages": r.usage.messages_in_view,
+            "tokens": r.usage.view.total(),
+            "context_limit": r.usage.context_limit,
+            "response_reserve": r.usage.response_reserve,
+        },
+    })
+}
+
+/// Ties every per-processor option to the `--processor` given just before it.
+fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<ProcessorOptions>> {
+    let starts: Vec<usize> = m
+        .indices_of("processors")
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    let mut options = vec![ProcessorOptions::default(); starts.len()];
+    // The processor an option at command-line index `at` belongs to.
+    let owner = |flag: &str, at: usize| -> Result<usize> {
+        match starts.iter().rposition(|&s| s < at) {
+            Some(i) => Ok(i),
+            None => Err(UsageError(format!(
+                "--{flag} must follow the --processor it applies to"
+            ))
+            .into()),
+        }
+    };
+    // Only what was typed: a flag's default value has an index too.
+    let indices = |id: &str| -> Vec<usize> {
+        if m.value_source(id) != Some(clap::parser::ValueSource::CommandLine) {
+            return Vec::new();
+        }
+        m.indices_of(id).map(Iterator::collect).unwrap_or_default()
+    };
+
+    let mut seen = vec![false; starts.len()];
+    for (at, config) in indices("processor_configs")
+        .into_iter()
+        .zip(&args.processor_configs)
+    {
+        let i = owner("processor-config", at)?;
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(UsageError(format!(
+                "--processor-config is given twice for {}",
+                args.processors[i].display()
+            ))
+            .into());
+        }
+        options[i].config = Some(config.clone());
+    }
+    for (at, dir) in indices("allow_dirs").into_iter().zip(&args.allow_dirs) {
+        let i = owner("allow-dir", at)?;
+        options[i].grants.read_dirs.push(dir.clone());
+    }
+    for at in indices("allow_clocks") {
+        options[owner("allow-clocks", at)?].grants.clocks = true;
+    }
+    for at in indices("allow_random") {
+        options[owner("allow-random", at)?].grants.random = true;
+    }
+    for (at, policy) in indices("on_failure").into_iter().zip(&args.on_failure) {
+        options[owner("on-failure", at)?].on_failure = *policy;
+    }
+    for (at, policy) in indices("on_invalid").into_iter().zip(&args.on_invalid) {
+        options[owner("on-invalid", at)?].on_invalid = *policy;
+    }
+    for (at, ms) in indices("deadline_ms").into_iter().zip(&args.deadline_ms) {
+        options[owner("deadline-ms", at)?].limits.deadline = Duration::from_millis(*ms);
+    }
+    for (at, mib) in indices("memory_mib").into_iter().zip(&args.memory_mib) {
+        options[owner("memory-mib", at)?].limits.memory_bytes = mib.saturating_mul(1 << 20);
+    }
+    Ok(options)
+}

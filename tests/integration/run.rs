@@ -1,0 +1,224 @@
+//! `agent-host run` end to end: the real binary, real guests, real files.
+
+use std::path::Path;
+
+use agent_host_test_artifacts as guests;
+use serde_json::Value;
+
+use crate::util::{run, stderr, stdout};
+
+fn openai_sample() -> String {
+    let out = run(
+        &["convert", "-", "--to", "openai"],
+        agent_host::input::SAMPLE,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+fn report(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("a report")).expect("JSON")
+}
+
+#[test]
+fn a_chain_runs_and_the_report_says_what_each_processor_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = dir.path().join("report.json");
+    let cache = dir.path().join("cache");
+    let out = run(
+        &[
+            "run",
+            "--input",
+            "-",
+            "--processor",
+            guests::EDITS,
+            "--processor-config",
+            r#"{"drop": [11]}"#,
+            "--processor",
+            guests::PANIC,
+            "--report",
+            report_path.to_str().unwrap(),
+            "--cache-dir",
+            cache.to_str().unwrap(),
+        ],
+        agent_host::input::SAMPLE,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written: Vec<Value> = serde_json::from_str(&stdout(&out)).expect("OpenAI messages");
+    assert_eq!(written.len(), 11);
+    assert!(
+        stderr(&out).contains("edits 1.0.0: kept 11, dropped 1"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("panic: failed, its input kept"),
+        "{}",
+        stderr(&out)
+    );
+    let r = report(&report_path);
+    assert_eq!(r["input"]["messages"], 12);
+    assert_eq!(r["output"]["messages"], 11);
+    let p = &r["processors"];
+    assert_eq!(p[0]["name"], "edits");
+    assert_eq!(p[0]["outcome"], "applied");
+    assert_eq!(p[0]["dropped"], serde_json::json!(["m11"]));
+    assert_eq!(p[0]["hash"].as_str().unwrap().len(), 64);
+    assert_eq!(p[1]["outcome"], "failed");
+    assert!(
+        p[1]["error"].as_str().unwrap().contains("trapped"),
+        "{}",
+        p[1]
+    );
+}
+
+#[test]
+fn a_processor_failure_under_fail_exits_3_and_writes_no_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("out.json");
+    let out = run(
+        &[
+            "run",
+            "--input",
+            "-",
+            "--no-cache",
+            "--processor",
+            guests::SPIN,
+            "--on-failure",
+            "fail",
+            "--deadline-ms",
+            "50",
+            "--output",
+            output.to_str().unwrap(),
+        ],
+        &openai_sample(),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ran past its deadline of 50 ms"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!output.exists());
+}
+
+#[test]
+fn a_processor_that_cannot_load_exits_3_naming_the_import() {
+    let out = run(
+        &[
+            "run",
+            "--input",
+            "-",
+            "--no-cache",
+            "--processor",
+            guests::EVIL_IMPORT,
+        ],
+        &openai_sample(),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).contains("imports `test:evil/exfiltrate`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_interrupted_tool_call_is_repaired_and_reported() {
+    let history = r#"[
+        {"role": "user", "content": "deploy"},
+        {"role": "assistant", "content": null,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "deploy", "arguments": "{}"}}]}
+    ]"#;
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "--input",
+            "-",
+            "--no-compact",
+            "--report",
+            report_path.to_str().unwrap(),
+        ],
+        history,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("closed interrupted call c1"),
+        "{}",
+        stderr(&out)
+    );
+    let written: Vec<Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(written[2]["role"], "tool");
+    assert_eq!(written[2]["tool_call_id"], "c1");
+    let r = report(&report_path);
+    assert_eq!(r["pipeline"]["repairs"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn an_unknown_role_is_bad_input_naming_the_message() {
+    let out = run(
+        &["run", "--input", "-", "--format", "openai"],
+        r#"[{"role": "robot", "content": "beep"}]"#,
+    );
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    assert!(stderr(&out).contains("robot"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_small_context_limit_compacts_before_the_processors() {
+    let dir = tempfile::tempdir().unwrap();
+    let report_path = dir.path().join("r.json");
+    let out = run(
+        &[
+            "run",
+            "--input",
+            "-",
+            "--context-limit",
+            "400",
+            "--no-cache",
+            "--processor",
+            guests::KEEP_ALL,
+            "--report",
+            report_path.to_str().unwrap(),
+            "--same-format",
+        ],
+        agent_host::input::SAMPLE,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = report(&report_path);
+    let view = &r["pipeline"]["view"];
+    let budget = 400 - view["response_reserve"].as_u64().unwrap();
+    assert!(view["tokens"].as_u64().unwrap() <= budget, "{r}");
+    assert!(r["output"]["messages"].as_u64().unwrap() < 12, "{r}");
+    assert_eq!(
+        r["output"]["format"], "jsonl",
+        "--same-format writes the input's format"
+    );
+    assert_eq!(
+        r["processors"][0]["messages_before"],
+        r["output"]["messages"]
+    );
+}
+
+#[test]
+fn an_option_before_any_processor_is_a_usage_error() {
+    let out = run(
+        &[
+            "run",
+            "--input",
+            "-",
+            "--allow-clocks",
+            "--processor",
+            guests::KEEP_ALL,
+        ],
+        "[]",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--allow-clocks must follow the --processor"),
+        "{}",
+        stderr(&out)
+    );
+}
