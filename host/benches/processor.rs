@@ -99,19 +99,17 @@ fn bench_calls(c: &mut Criterion) {
                 BatchSize::LargeInput,
             )
         });
-        if n <= 1_000 {
-            group.bench_with_input(BenchmarkId::new("wasm_keep_all_pooling", n), &h, |b, h| {
-                b.iter_batched(
-                    || h.clone(),
-                    |h| {
-                        pooled
-                            .run(std::slice::from_ref(&keep_all_pooled), &info, h)
-                            .messages
-                    },
-                    BatchSize::LargeInput,
-                )
-            });
-        }
+        group.bench_with_input(BenchmarkId::new("wasm_keep_all_pooling", n), &h, |b, h| {
+            b.iter_batched(
+                || h.clone(),
+                |h| {
+                    pooled
+                        .run(std::slice::from_ref(&keep_all_pooled), &info, h)
+                        .messages
+                },
+                BatchSize::LargeInput,
+            )
+        });
         // The baselines: a native keep-all clones its input; the host then
         // validates what it returns.
         group.bench_with_input(BenchmarkId::new("native_clone", n), &h, |b, h| {

@@ -317,8 +317,9 @@ fn an_import_the_host_cannot_grant_is_refused_by_name_before_instantiation() {
 
 #[test]
 fn a_wasi_guest_sees_no_environment_and_no_arguments() {
-    // SAFETY of the test: the variable is set for this process only; the
-    // guest must not see it.
+    // The test process has an environment (PATH at least) and arguments;
+    // the guest must see none of them.
+    assert!(std::env::vars().count() > 0);
     let c = contained(guests::WASI_ENV, ProcessorOptions::default());
     assert_eq!(
         c,
@@ -475,4 +476,33 @@ fn a_second_load_comes_from_the_compile_cache() {
         .load_file(Path::new(guests::KEEP_ALL), ProcessorOptions::default())
         .unwrap();
     assert_eq!(third.compile(), CacheOutcome::Compiled);
+}
+
+#[test]
+fn a_pooled_runtime_serves_calls_and_refuses_limits_beyond_its_slots() {
+    let rt = Runtime::new(RuntimeConfig {
+        cache_dir: None,
+        pooling: true,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let p = rt
+        .load_file(Path::new(guests::EDITS), with_config(r#"{"drop": [11]}"#))
+        .unwrap();
+    // Slots are reused: the second call must not see the first one's memory.
+    for _ in 0..3 {
+        let out = rt.run(std::slice::from_ref(&p), &RunInfo::default(), sample());
+        assert_eq!(out.messages.len(), 11);
+    }
+    let mut big = ProcessorOptions::default();
+    big.limits.memory_bytes = 1 << 30;
+    let e = rt
+        .load_file(Path::new(guests::KEEP_ALL), big)
+        .err()
+        .expect("refused");
+    assert!(
+        e.to_string()
+            .contains("over the 256.0 MiB a pooled runtime allows"),
+        "{e}"
+    );
 }

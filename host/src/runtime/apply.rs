@@ -274,7 +274,7 @@ fn describe_violations(v: &[agent_host_core::validate::Violation], output: &[Mes
 
 fn text_bytes(m: &wit::Message) -> usize {
     m.content.len()
-        + m.metadata.len()
+        + m.metadata.as_ref().map_or(0, String::len)
         + m.reasoning.as_ref().map_or(0, |r| r.text.len())
         + m.tool_calls
             .iter()

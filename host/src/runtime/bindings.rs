@@ -4,6 +4,7 @@
 use agent_host_core::{MediaRef, Message, Part, Reasoning, Role, TokenCounter, ToolCall, Usage};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
+use wasmtime::component::{ComponentType, Lower};
 
 wasmtime::component::bindgen!({
     path: "../wit/v0.1.0",
@@ -18,18 +19,15 @@ pub(crate) const HOST_INTERFACE: &str = "agent-host:history/host@0.1.0";
 /// The name of the export that carries the processor in 0.1.0.
 pub(crate) const PROCESSOR_INTERFACE: &str = "agent-host:history/processor@0.1.0";
 
+/// The parameters and results of `process`, with the history borrowed.
+pub(crate) type ProcessParams<'a> = (&'a wit::RunContext, &'a [MessageIn<'a>]);
+/// The results of `process`.
+pub(crate) type ProcessResults = (Result<Vec<wit::Item>, wit::Error>,);
+
 /// A core message as the WIT record, with the host's token estimate.
+#[cfg(test)]
 pub(crate) fn to_wit(m: &Message, counter: &dyn TokenCounter) -> wit::Message {
-    let mut flags = wit::MessageFlags::empty();
-    if m.synthetic {
-        flags |= wit::MessageFlags::SYNTHETIC;
-    }
-    if m.summary {
-        flags |= wit::MessageFlags::SUMMARY;
-    }
-    if m.is_error {
-        flags |= wit::MessageFlags::ERROR;
-    }
+    let flags = flags_of(m);
     wit::Message {
         id: m.id.clone(),
         role: role_to_wit(m.role),
@@ -57,12 +55,7 @@ pub(crate) fn to_wit(m: &Message, counter: &dyn TokenCounter) -> wit::Message {
         agent: m.agent.clone(),
         channel: m.channel.clone(),
         flags,
-        metadata: if m.metadata.is_empty() {
-            "{}".to_owned()
-        } else {
-            // A map of JSON values always serialises.
-            serde_json::to_string(&m.metadata).unwrap_or_else(|_| "{}".to_owned())
-        },
+        metadata: metadata_text(m),
         tokens: m.tokens(counter),
     }
 }
@@ -73,10 +66,9 @@ pub(crate) fn to_wit(m: &Message, counter: &dyn TokenCounter) -> wit::Message {
 /// timestamp is out of range. The token estimate is not trusted: the host
 /// counts the message again when it needs to.
 pub(crate) fn from_wit(m: wit::Message) -> Result<Message, String> {
-    let metadata: Map<String, Value> = if m.metadata.trim().is_empty() {
-        Map::new()
-    } else {
-        match serde_json::from_str::<Value>(&m.metadata) {
+    let metadata: Map<String, Value> = match m.metadata.as_deref().map(str::trim) {
+        None | Some("") => Map::new(),
+        Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(map)) => map,
             Ok(other) => {
                 return Err(format!(
@@ -85,7 +77,7 @@ pub(crate) fn from_wit(m: wit::Message) -> Result<Message, String> {
                 ));
             }
             Err(e) => return Err(format!("metadata is not valid JSON: {e}")),
-        }
+        },
     };
     let timestamp = match m.timestamp {
         None => None,
@@ -129,6 +121,161 @@ pub(crate) fn from_wit(m: wit::Message) -> Result<Message, String> {
     Ok(out)
 }
 
+/// A message's metadata as JSON text, or `None` when it has none.
+fn metadata_text(m: &Message) -> Option<String> {
+    // A map of JSON values always serialises.
+    (!m.metadata.is_empty()).then(|| serde_json::to_string(&m.metadata).unwrap_or_default())
+}
+
+/// A core message lowered into a guest without first being copied: the
+/// borrowed twin of [`wit::Message`], field for field.
+#[derive(ComponentType, Lower)]
+#[component(record)]
+pub(crate) struct MessageIn<'a> {
+    id: &'a str,
+    role: wit::Role,
+    content: &'a str,
+    parts: Vec<PartIn<'a>>,
+    reasoning: Option<ReasoningIn<'a>>,
+    #[component(name = "tool-calls")]
+    tool_calls: Vec<ToolCallIn<'a>>,
+    #[component(name = "tool-call-id")]
+    tool_call_id: Option<&'a str>,
+    #[component(name = "tool-name")]
+    tool_name: Option<&'a str>,
+    usage: Option<wit::Usage>,
+    model: Option<&'a str>,
+    timestamp: Option<wit::Timestamp>,
+    agent: Option<&'a str>,
+    channel: Option<&'a str>,
+    flags: wit::MessageFlags,
+    metadata: Option<String>,
+    tokens: u32,
+}
+
+#[derive(ComponentType, Lower)]
+#[component(variant)]
+pub(crate) enum PartIn<'a> {
+    #[component(name = "text")]
+    Text(&'a str),
+    #[component(name = "image")]
+    Image(ImageIn<'a>),
+    #[component(name = "file")]
+    File(FileRefIn<'a>),
+}
+
+#[derive(ComponentType, Lower)]
+#[component(variant)]
+pub(crate) enum MediaIn<'a> {
+    #[component(name = "url")]
+    Url(&'a str),
+    #[component(name = "path")]
+    Path(&'a str),
+}
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+pub(crate) struct ImageIn<'a> {
+    source: MediaIn<'a>,
+    #[component(name = "mime-type")]
+    mime_type: Option<&'a str>,
+}
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+pub(crate) struct FileRefIn<'a> {
+    name: &'a str,
+    path: &'a str,
+    #[component(name = "mime-type")]
+    mime_type: Option<&'a str>,
+}
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+pub(crate) struct ReasoningIn<'a> {
+    text: &'a str,
+    signature: Option<&'a str>,
+    redacted: bool,
+}
+
+#[derive(ComponentType, Lower)]
+#[component(record)]
+pub(crate) struct ToolCallIn<'a> {
+    id: &'a str,
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// A core message as the borrowed WIT record, with the host's token estimate.
+pub(crate) fn message_in<'a>(m: &'a Message, counter: &dyn TokenCounter) -> MessageIn<'a> {
+    MessageIn {
+        id: &m.id,
+        role: role_to_wit(m.role),
+        content: &m.content,
+        parts: m
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Text { text } => PartIn::Text(text),
+                Part::Image { source, mime_type } => PartIn::Image(ImageIn {
+                    source: match source {
+                        MediaRef::Url(u) => MediaIn::Url(u),
+                        MediaRef::Path(p) => MediaIn::Path(p),
+                    },
+                    mime_type: mime_type.as_deref(),
+                }),
+                Part::File {
+                    name,
+                    path,
+                    mime_type,
+                } => PartIn::File(FileRefIn {
+                    name,
+                    path,
+                    mime_type: mime_type.as_deref(),
+                }),
+            })
+            .collect(),
+        reasoning: m.reasoning.as_ref().map(|r| ReasoningIn {
+            text: &r.text,
+            signature: r.signature.as_deref(),
+            redacted: r.redacted,
+        }),
+        tool_calls: m
+            .tool_calls
+            .iter()
+            .map(|c| ToolCallIn {
+                id: &c.id,
+                name: &c.name,
+                arguments: &c.arguments,
+            })
+            .collect(),
+        tool_call_id: m.tool_call_id.as_deref(),
+        tool_name: m.tool_name.as_deref(),
+        usage: m.usage.map(usage_to_wit),
+        model: m.model.as_deref(),
+        timestamp: m.timestamp.map(timestamp_to_wit),
+        agent: m.agent.as_deref(),
+        channel: m.channel.as_deref(),
+        flags: flags_of(m),
+        metadata: metadata_text(m),
+        tokens: m.tokens(counter),
+    }
+}
+
+fn flags_of(m: &Message) -> wit::MessageFlags {
+    let mut flags = wit::MessageFlags::empty();
+    if m.synthetic {
+        flags |= wit::MessageFlags::SYNTHETIC;
+    }
+    if m.summary {
+        flags |= wit::MessageFlags::SUMMARY;
+    }
+    if m.is_error {
+        flags |= wit::MessageFlags::ERROR;
+    }
+    flags
+}
+
 fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -158,6 +305,7 @@ fn role_from_wit(r: wit::Role) -> Role {
     }
 }
 
+#[cfg(test)]
 fn media_to_wit(m: &MediaRef) -> wit::MediaSource {
     match m {
         MediaRef::Url(u) => wit::MediaSource::Url(u.clone()),
@@ -165,6 +313,7 @@ fn media_to_wit(m: &MediaRef) -> wit::MediaSource {
     }
 }
 
+#[cfg(test)]
 fn part_to_wit(p: &Part) -> wit::Part {
     match p {
         Part::Text { text } => wit::Part::Text(text.clone()),
@@ -263,12 +412,12 @@ mod tests {
     #[test]
     fn metadata_that_is_not_an_object_is_refused_with_its_kind() {
         let mut w = to_wit(&Message::user("hi"), &HeuristicCounter::default());
-        w.metadata = "[1]".into();
+        w.metadata = Some("[1]".into());
         assert_eq!(
             from_wit(w.clone()).unwrap_err(),
             "metadata must be a JSON object, got an array"
         );
-        w.metadata = "{".into();
+        w.metadata = Some("{".into());
         assert!(
             from_wit(w)
                 .unwrap_err()

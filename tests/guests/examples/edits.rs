@@ -33,7 +33,7 @@ fn message(role: Role, text: &str) -> Message {
         agent: None,
         channel: None,
         flags: MessageFlags::SYNTHETIC,
-        metadata: "{}".into(),
+        metadata: None,
         tokens: 0,
     }
 }
@@ -111,7 +111,7 @@ impl Guest for Edits {
         }
         if config.get("bad_metadata").and_then(Value::as_bool) == Some(true) {
             let mut m = message(Role::User, "x");
-            m.metadata = "[1, 2]".into();
+            m.metadata = Some("[1, 2]".into());
             items.push(Item::Insert(m));
         }
         Ok(items)
