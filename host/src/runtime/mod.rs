@@ -5,7 +5,7 @@
 //! the token counter. [`Runtime::load`] compiles (or loads from the cache),
 //! audits the imports, pre-links and asks the processor to describe itself;
 //! [`Runtime::run`] then calls a chain of processors over a history: every
-//! call gets a fresh [`Store`](wasmtime::Store) with its limits, the answer is
+//! call gets a fresh wasmtime `Store` with its limits, the answer is
 //! checked and applied as edits, the result is validated against the
 //! provider rules, and a [`ProcessorReport`] records what happened.
 //!
