@@ -11,8 +11,8 @@ wasmtime::component::bindgen!({
     world: "history-processor",
 });
 
-pub(crate) use agent_host::history::host::Level;
-pub(crate) use agent_host::history::types as wit;
+pub(crate) use self::agent_host::history::host::Level;
+pub(crate) use self::agent_host::history::types as wit;
 
 /// The name of the import that carries the host's services in 0.1.0.
 pub(crate) const HOST_INTERFACE: &str = "agent-host:history/host@0.1.0";
