@@ -370,6 +370,35 @@ fn a_granted_directory_is_readable_and_not_writable() {
     );
 }
 
+fn clocks_granted() -> ProcessorOptions {
+    ProcessorOptions {
+        grants: Grants {
+            clocks: true,
+            ..Grants::default()
+        },
+        ..ProcessorOptions::default()
+    }
+}
+
+#[test]
+fn a_granted_directory_that_does_not_exist_is_refused_at_load_by_name() {
+    let options = ProcessorOptions {
+        grants: Grants {
+            read_dirs: vec!["/no/such/dir".into()],
+            ..Grants::default()
+        },
+        ..ProcessorOptions::default()
+    };
+    let e = runtime()
+        .load_file(Path::new(guests::WASI_FS), options)
+        .err()
+        .expect("refused");
+    assert!(
+        format!("{e:#}").contains("granted directory /no/such/dir"),
+        "{e:#}"
+    );
+}
+
 #[test]
 fn a_sleeping_guest_without_clocks_traps_and_with_clocks_stops_at_the_deadline() {
     let c = contained(guests::WASI_SLEEP, ProcessorOptions::default());
@@ -377,15 +406,9 @@ fn a_sleeping_guest_without_clocks_traps_and_with_clocks_stops_at_the_deadline()
         matches!(&c, Cause::NotGranted(d) if d.contains("--allow-clocks")),
         "{c}"
     );
-    let granted = ProcessorOptions {
-        grants: Grants {
-            clocks: true,
-            ..Grants::default()
-        },
-        ..ProcessorOptions::default()
-    };
+    let granted = clocks_granted();
     let start = Instant::now();
-    let c = contained(guests::WASI_SLEEP, granted.clone());
+    let c = contained(guests::WASI_SLEEP, granted);
     assert_eq!(c, Cause::Deadline(Duration::from_millis(250)));
     // A sleep past the deadline fails at once rather than at the deadline.
     assert!(
@@ -402,13 +425,7 @@ fn the_clock_is_closed_unless_granted() {
         matches!(&c, Cause::NotGranted(d) if d.contains("wall-clock")),
         "{c}"
     );
-    let granted = ProcessorOptions {
-        grants: Grants {
-            clocks: true,
-            ..Grants::default()
-        },
-        ..ProcessorOptions::default()
-    };
+    let granted = clocks_granted();
     let c = contained(guests::WASI_CLOCK, granted);
     assert!(
         matches!(&c, Cause::Failed(d) if d.starts_with("the time is 1")),

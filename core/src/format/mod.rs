@@ -266,8 +266,12 @@ pub(crate) fn parse_document(format: Format, text: &str) -> Result<Value, Format
     })
 }
 
-/// Names the JSON kind of a value, for errors.
-pub(crate) fn kind_of(value: &Value) -> &'static str {
+/// Names the JSON kind of a value, for errors (`"an array"`, `"null"`, ...).
+///
+/// ```
+/// assert_eq!(agent_host_core::format::kind_of(&serde_json::json!([1])), "an array");
+/// ```
+pub fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

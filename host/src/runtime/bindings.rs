@@ -73,7 +73,7 @@ pub(crate) fn from_wit(m: wit::Message) -> Result<Message, String> {
             Ok(other) => {
                 return Err(format!(
                     "metadata must be a JSON object, got {}",
-                    json_kind(&other)
+                    agent_host_core::format::kind_of(&other)
                 ));
             }
             Err(e) => return Err(format!("metadata is not valid JSON: {e}")),
@@ -274,17 +274,6 @@ fn flags_of(m: &Message) -> wit::MessageFlags {
         flags |= wit::MessageFlags::ERROR;
     }
     flags
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn role_to_wit(r: Role) -> wit::Role {
