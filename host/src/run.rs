@@ -117,6 +117,7 @@ pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<(
     if log.is_empty() {
         bail!("{source} holds no messages");
     }
+    let input_tokens = total_tokens(&log, &counter);
 
     // The core pipeline: make the history fit.
     let budget = BudgetConfig::for_window(args.context_limit);
@@ -145,7 +146,7 @@ pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<(
         eprintln!(
             "pipeline: {} messages, {} tokens -> {} messages, {} tokens ({summary}, {} pruned, {} truncations)",
             log.len(),
-            total_tokens(&log, &counter),
+            input_tokens,
             compaction.view.len(),
             r.usage.view.total(),
             r.pruned.len(),
@@ -220,13 +221,13 @@ pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<(
         args.to.unwrap_or(Format::OpenAi)
     };
     let violations = validate(&messages);
-    let tokens: u64 = messages.iter().map(|m| u64::from(m.tokens(&counter))).sum();
+    let tokens = total_tokens(&messages, &counter);
     let report = json!({
         "input": {
             "source": source,
             "format": input_format.to_string(),
             "messages": log.len(),
-            "tokens": total_tokens(&log, &counter),
+            "tokens": input_tokens,
         },
         "pipeline": pipeline_report,
         "processors": reports,

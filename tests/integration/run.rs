@@ -222,3 +222,33 @@ fn an_option_before_any_processor_is_a_usage_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_processor_configured_twice_is_a_usage_error_and_an_empty_history_is_refused() {
+    let out = run(
+        &[
+            "run",
+            "--processor",
+            guests::KEEP_ALL,
+            "--processor-config",
+            "{}",
+            "--processor-config",
+            "{}",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--processor-config is given twice"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(&["run", "--input", "-", "--format", "openai"], "[]");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("stdin holds no messages"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -146,6 +146,51 @@ fn edits_are_applied_and_every_one_is_in_the_report() {
 }
 
 #[test]
+fn every_field_of_a_message_survives_the_trip_into_a_guest_and_back() {
+    use agent_host::core::{MediaRef, Part, Reasoning, Usage};
+    let mut call = Message::assistant("Reading.").with_id("a1");
+    call.push_tool_call("c1", "read", r#"{"path":"x"}"#);
+    call.reasoning = Some(Reasoning {
+        text: "think".into(),
+        signature: Some("sig".into()),
+        redacted: false,
+    });
+    call.parts.push(Part::Image {
+        source: MediaRef::Url("https://x/y.png".into()),
+        mime_type: Some("image/png".into()),
+    });
+    call.parts.push(Part::File {
+        name: "notes.md".into(),
+        path: "media/notes.md".into(),
+        mime_type: None,
+    });
+    call.usage = Some(Usage {
+        input_tokens: 10,
+        output_tokens: 2,
+        cache_read_tokens: Some(3),
+        cache_write_tokens: None,
+    });
+    call.model = Some("gpt-4o".into());
+    call.agent = Some("coder".into());
+    call.channel = Some("cli".into());
+    call.timestamp = chrono::DateTime::from_timestamp(1_700_000_000, 123);
+    call.synthetic = true;
+    call.metadata
+        .insert("k".into(), serde_json::json!({"nested": [1, "two"]}));
+    let mut result = Message::tool_result("c1", "read", "contents").with_id("t1");
+    result.is_error = true;
+    result.summary = true;
+    let input = vec![Message::user("go").with_id("u1"), call, result];
+
+    let p = load(guests::EDITS, with_config(r#"{"echo": true}"#));
+    let out = runtime().run(&[p], &RunInfo::default(), input.clone());
+    let r = &out.reports[0];
+    assert_eq!(r.outcome, Outcome::Applied, "{:?}", r.error);
+    assert_eq!(r.replaced.len(), 3);
+    assert_eq!(out.messages, input);
+}
+
+#[test]
 fn an_answer_that_orphans_a_tool_result_is_rejected_or_repaired_as_configured() {
     // Message 2 is the assistant message that makes call_01; 3 is its result.
     let rejected = contained(guests::EDITS, with_config(r#"{"drop": [2]}"#));

@@ -25,41 +25,6 @@ pub(crate) type ProcessParams<'a> = (&'a wit::RunContext, &'a [MessageIn<'a>]);
 pub(crate) type ProcessResults = (Result<Vec<wit::Item>, wit::Error>,);
 
 /// A core message as the WIT record, with the host's token estimate.
-#[cfg(test)]
-pub(crate) fn to_wit(m: &Message, counter: &dyn TokenCounter) -> wit::Message {
-    let flags = flags_of(m);
-    wit::Message {
-        id: m.id.clone(),
-        role: role_to_wit(m.role),
-        content: m.content.clone(),
-        parts: m.parts.iter().map(part_to_wit).collect(),
-        reasoning: m.reasoning.as_ref().map(|r| wit::Reasoning {
-            text: r.text.clone(),
-            signature: r.signature.clone(),
-            redacted: r.redacted,
-        }),
-        tool_calls: m
-            .tool_calls
-            .iter()
-            .map(|c| wit::ToolCall {
-                id: c.id.clone(),
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            })
-            .collect(),
-        tool_call_id: m.tool_call_id.clone(),
-        tool_name: m.tool_name.clone(),
-        usage: m.usage.map(usage_to_wit),
-        model: m.model.clone(),
-        timestamp: m.timestamp.map(timestamp_to_wit),
-        agent: m.agent.clone(),
-        channel: m.channel.clone(),
-        flags,
-        metadata: metadata_text(m),
-        tokens: m.tokens(counter),
-    }
-}
-
 /// A WIT message from a processor as a core message.
 ///
 /// Fails, saying which field, when the metadata is not a JSON object or the
@@ -294,34 +259,6 @@ fn role_from_wit(r: wit::Role) -> Role {
     }
 }
 
-#[cfg(test)]
-fn media_to_wit(m: &MediaRef) -> wit::MediaSource {
-    match m {
-        MediaRef::Url(u) => wit::MediaSource::Url(u.clone()),
-        MediaRef::Path(p) => wit::MediaSource::Path(p.clone()),
-    }
-}
-
-#[cfg(test)]
-fn part_to_wit(p: &Part) -> wit::Part {
-    match p {
-        Part::Text { text } => wit::Part::Text(text.clone()),
-        Part::Image { source, mime_type } => wit::Part::Image(wit::Image {
-            source: media_to_wit(source),
-            mime_type: mime_type.clone(),
-        }),
-        Part::File {
-            name,
-            path,
-            mime_type,
-        } => wit::Part::File(wit::FileRef {
-            name: name.clone(),
-            path: path.clone(),
-            mime_type: mime_type.clone(),
-        }),
-    }
-}
-
 fn part_from_wit(p: wit::Part) -> Part {
     match p {
         wit::Part::Text(text) => Part::Text { text },
@@ -368,49 +305,61 @@ pub(crate) fn timestamp_to_wit(t: DateTime<Utc>) -> wit::Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_host_core::HeuristicCounter;
-    use serde_json::json;
+
+    /// A plain user message as a processor would build it.
+    fn wit_message(metadata: Option<&str>) -> wit::Message {
+        wit::Message {
+            id: String::new(),
+            role: wit::Role::User,
+            content: "hi".into(),
+            parts: Vec::new(),
+            reasoning: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            tool_name: None,
+            usage: None,
+            model: None,
+            timestamp: Some(wit::Timestamp {
+                seconds: 1_700_000_000,
+                nanoseconds: 5,
+            }),
+            agent: None,
+            channel: None,
+            flags: wit::MessageFlags::SYNTHETIC | wit::MessageFlags::ERROR,
+            metadata: metadata.map(str::to_owned),
+            tokens: 0,
+        }
+    }
 
     #[test]
-    fn a_message_survives_the_round_trip_through_wit() {
-        let mut m = Message::assistant("Reading.").with_id("a1");
-        m.push_tool_call("c1", "read", r#"{"path":"x"}"#);
-        m.reasoning = Some(Reasoning {
-            text: "think".into(),
-            signature: Some("sig".into()),
-            redacted: false,
-        });
-        m.parts.push(Part::Image {
-            source: MediaRef::Url("https://x/y.png".into()),
-            mime_type: Some("image/png".into()),
-        });
-        m.usage = Some(Usage {
-            input_tokens: 10,
-            output_tokens: 2,
-            cache_read_tokens: Some(3),
-            cache_write_tokens: None,
-        });
-        m.timestamp = DateTime::from_timestamp(1_700_000_000, 123);
-        m.synthetic = true;
-        m.metadata.insert("k".into(), json!({"nested": [1, 2]}));
-        let w = to_wit(&m, &HeuristicCounter::default());
-        assert!(w.tokens > 0);
-        assert_eq!(from_wit(w).unwrap(), m);
+    fn a_new_message_keeps_its_flags_timestamp_and_metadata() {
+        let m = from_wit(wit_message(Some(r#"{"k": [1]}"#))).unwrap();
+        assert!(m.synthetic && m.is_error && !m.summary);
+        assert_eq!(m.timestamp, DateTime::from_timestamp(1_700_000_000, 5));
+        assert_eq!(m.metadata["k"], serde_json::json!([1]));
+        assert!(from_wit(wit_message(None)).unwrap().metadata.is_empty());
     }
 
     #[test]
     fn metadata_that_is_not_an_object_is_refused_with_its_kind() {
-        let mut w = to_wit(&Message::user("hi"), &HeuristicCounter::default());
-        w.metadata = Some("[1]".into());
         assert_eq!(
-            from_wit(w.clone()).unwrap_err(),
+            from_wit(wit_message(Some("[1]"))).unwrap_err(),
             "metadata must be a JSON object, got an array"
         );
-        w.metadata = Some("{".into());
         assert!(
-            from_wit(w)
+            from_wit(wit_message(Some("{")))
                 .unwrap_err()
                 .starts_with("metadata is not valid JSON")
         );
+    }
+
+    #[test]
+    fn an_out_of_range_timestamp_is_refused() {
+        let mut w = wit_message(None);
+        w.timestamp = Some(wit::Timestamp {
+            seconds: i64::MAX,
+            nanoseconds: 0,
+        });
+        assert!(from_wit(w).unwrap_err().contains("out of range"));
     }
 }

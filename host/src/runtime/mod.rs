@@ -517,6 +517,7 @@ impl Runtime {
         };
         let mut call = self.start_call(&processor);
         let described = processor.pre.instantiate(&mut call.store).and_then(|b| {
+            call.instantiated = true;
             b.agent_host_history_processor()
                 .call_describe(&mut call.store)
         });
@@ -574,6 +575,7 @@ impl Runtime {
             store,
             started: Instant::now(),
             stack: self.config.max_wasm_stack,
+            instantiated: false,
         }
     }
 
@@ -625,6 +627,7 @@ impl Runtime {
             .instance_pre()
             .instantiate(&mut call.store)
             .and_then(|instance| {
+                call.instantiated = true;
                 instance.get_typed_func::<bindings::ProcessParams<'_>, bindings::ProcessResults>(
                     &mut call.store,
                     &p.process,
@@ -713,6 +716,8 @@ struct Call {
     store: Store<State>,
     started: Instant,
     stack: usize,
+    /// Whether instantiation succeeded: a later error is about the call.
+    instantiated: bool,
 }
 
 impl Call {
@@ -740,15 +745,11 @@ impl Call {
         match e.downcast_ref::<Trap>() {
             Some(Trap::StackOverflow) => Cause::Stack(self.stack),
             Some(_) => Cause::Trap(format!("{e:#}")),
-            None if self.started.elapsed() > limits.deadline => Cause::Deadline(limits.deadline),
-            None => {
-                let text = format!("{e:#}");
-                if text.contains("instantiat") {
-                    Cause::Instantiate(text)
-                } else {
-                    Cause::BadAnswer(text)
-                }
-            }
+            None if !self.instantiated => Cause::Instantiate(format!("{e:#}")),
+            // Past instantiation, an error that is not a trap comes from
+            // reading the answer out of the guest (a bad pointer, length or
+            // discriminant).
+            None => Cause::BadAnswer(format!("{e:#}")),
         }
     }
 

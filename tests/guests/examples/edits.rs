@@ -1,7 +1,8 @@
 //! Makes the edits its configuration asks for, good and bad:
 //! `{"drop": [i], "replace": [[i, "text"]], "insert": "text", "out_of_range": true,
 //!   "duplicate": true, "reverse": true, "bad_metadata": true, "fail": "why",
-//!   "new_id": "id"}`. Unknown keys are a configuration error.
+//!   "new_id": "id", "echo": true}`. `echo` replaces every message by an
+//!   unchanged copy of itself. Unknown keys are a configuration error.
 wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "history-processor" });
 
 use agent_host::history::types::{
@@ -14,7 +15,7 @@ struct Edits;
 
 const KEYS: &[&str] = &[
     "drop", "replace", "insert", "out_of_range", "duplicate", "reverse", "bad_metadata", "fail",
-    "new_id",
+    "new_id", "echo",
 ];
 
 fn message(role: Role, text: &str) -> Message {
@@ -76,6 +77,13 @@ impl Guest for Edits {
                     .collect()
             })
             .unwrap_or_default();
+        if config.get("echo").and_then(Value::as_bool) == Some(true) {
+            return Ok(history
+                .into_iter()
+                .enumerate()
+                .map(|(i, message)| Item::Replace(Replacement { index: i as u32, message }))
+                .collect());
+        }
         let mut items = Vec::new();
         let mut history = history;
         for (i, m) in history.drain(..).enumerate() {
