@@ -1,10 +1,229 @@
 //! The Rust SDK for agent-host history processors.
 //!
 //! A history processor is a WebAssembly component that receives a session's
-//! history and answers with edits (keep message N, replace it, insert a new
-//! one). This crate will wrap the generated `wit-bindgen` bindings of the
-//! `agent-host:history` WIT package behind an idiomatic trait and a one-line
-//! export macro, so that an author never writes canonical-ABI code.
+//! history and answers with edits: keep this message, drop that one, replace a
+//! third, insert a new one. The host applies the edits, checks that the result
+//! is still a history a model accepts, and never lets the processor touch
+//! anything else. This crate hides the component-model bindings: an author
+//! implements [`Processor`] over a [`History`], exports it with
+//! [`export_processor!`], and builds it with `agent-host processor build`.
 //!
-//! It is empty until the WIT contract exists: the contract and the runtime come
-//! first (see the project's issues), and this crate follows them.
+//! What it deliberately leaves out: the host side (`agent-host`), and any way to
+//! reorder messages (the host supports it for processors that declare it, but
+//! no standard processor needs it).
+//!
+//! # A complete processor
+//!
+//! This one drops every message with an error flag and everything older than
+//! the last `turns` turns (a turn starts at a user message), without ever
+//! splitting a tool call from its results:
+//!
+//! ```
+//! use agent_host_guest::{History, Processor, Result, export_processor};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! #[serde(default, deny_unknown_fields)]
+//! pub struct Config {
+//!     turns: usize,
+//! }
+//!
+//! impl Default for Config {
+//!     fn default() -> Self {
+//!         Config { turns: 4 }
+//!     }
+//! }
+//!
+//! pub struct Tidy;
+//!
+//! impl Processor for Tidy {
+//!     type Config = Config;
+//!     const CONFIG_EXAMPLE: Option<&'static str> = Some(r#"{"turns": 2}"#);
+//!
+//!     fn process(history: &mut History, config: Config) -> Result<()> {
+//!         history.keep_last_turns(config.turns);
+//!         history.retain(|m| !m.flags.contains(agent_host_guest::MessageFlags::ERROR));
+//!         history.settle_tool_exchanges();
+//!         agent_host_guest::info!("kept {} of {} messages", history.kept(), history.len());
+//!         Ok(())
+//!     }
+//! }
+//!
+//! export_processor!(Tidy);
+//!
+//! // The same code runs natively, so it can be tested with `cargo test`:
+//! use agent_host_guest::{Message, Role, testing};
+//! let history = vec![
+//!     Message::new(Role::User, "first"),
+//!     Message::new(Role::Assistant, "one"),
+//!     Message::new(Role::User, "second"),
+//!     Message::new(Role::Assistant, "two"),
+//! ];
+//! let out = testing::run::<Tidy>(r#"{"turns": 1}"#, history)?;
+//! assert_eq!(out.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), ["second", "two"]);
+//!
+//! let bad = testing::run::<Tidy>(r#"{"turn": 1}"#, vec![]).unwrap_err();
+//! assert!(bad.to_string().contains("unknown field `turn`"), "{bad}");
+//! # Ok::<(), agent_host_guest::Error>(())
+//! ```
+//!
+//! Build it into a component with `agent-host processor build PATH` (a cargo
+//! build for `wasm32-unknown-unknown`, then componentization), and run it with
+//! `agent-host run --processor target/processors/tidy.wasm`.
+//!
+//! # Configuration
+//!
+//! The user's JSON configuration is deserialised with serde into
+//! [`Processor::Config`]. No configuration, `{}`-less or `null`, gives
+//! `Config::default()`; a configuration that does not deserialise fails the
+//! call with [`Error::BadConfig`] carrying serde's message (which names the
+//! field and the position). Processors without settings use [`NoConfig`],
+//! which accepts `{}` and refuses any key.
+//!
+//! # Cost
+//!
+//! Each call runs in a fresh instance that the host throws away afterwards, so
+//! the SDK never frees the input: dropping ten thousand messages one string at
+//! a time would be pure waste inside WebAssembly.
+
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+
+#[doc(hidden)]
+pub mod bindings {
+    // The generated code is not ours to lint or document.
+    #![allow(missing_docs, unsafe_code, clippy::all)]
+    wit_bindgen::generate!({
+        path: "../wit/v0.1.0",
+        world: "history-processor",
+        pub_export_macro: true,
+        export_macro_name: "__export_bindings",
+    });
+}
+
+mod error;
+mod history;
+mod host;
+mod message;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub use bindings::agent_host::history::host::Level;
+pub use bindings::agent_host::history::types::{
+    FileRef, Image, MediaSource, Message, MessageFlags, Part, Reasoning, Role, RunContext,
+    Timestamp, ToolCall, Usage,
+};
+pub use error::{Error, Result};
+pub use history::History;
+pub use host::{estimate_message_tokens, estimate_tokens, log};
+
+/// A history processor: what [`export_processor!`] turns into a component.
+///
+/// Its name, version and summary are the crate's (`name`, `version` and
+/// `description` in `Cargo.toml`).
+pub trait Processor {
+    /// Its configuration, deserialised from the user's JSON.
+    type Config: serde::de::DeserializeOwned + Default;
+
+    /// An example configuration, shown by `agent-host processor inspect`.
+    const CONFIG_EXAMPLE: Option<&'static str> = None;
+
+    /// The JSON Schema of [`Processor::Config`], when you publish one.
+    const CONFIG_SCHEMA: Option<&'static str> = None;
+
+    /// Edits `history` in place: drop, replace and insert messages. Whatever
+    /// it leaves untouched is kept as it was.
+    fn process(history: &mut History, config: Self::Config) -> Result<()>;
+}
+
+/// A configuration with no settings: accepts `{}` (or none) and refuses any
+/// key, so a user who misspells a processor's name in a pipeline hears of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoConfig {}
+
+/// Exports a [`Processor`] as the component's `processor` interface.
+///
+/// ```
+/// use agent_host_guest::{History, NoConfig, Processor, Result, Role, export_processor};
+///
+/// struct DropSystem;
+///
+/// impl Processor for DropSystem {
+///     type Config = NoConfig;
+///     fn process(history: &mut History, _: NoConfig) -> Result<()> {
+///         history.retain(|m| m.role != Role::System);
+///         Ok(())
+///     }
+/// }
+///
+/// export_processor!(DropSystem);
+/// ```
+///
+/// Outside WebAssembly it expands to nothing, so the crate can also be used as
+/// an ordinary library (tests, benchmarks against the host).
+#[macro_export]
+macro_rules! export_processor {
+    ($processor:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct Export;
+
+            impl $crate::__private::Guest for Export {
+                fn describe() -> $crate::__private::Description {
+                    $crate::__private::describe::<$processor>(
+                        ::core::env!("CARGO_PKG_NAME"),
+                        ::core::env!("CARGO_PKG_VERSION"),
+                        ::core::env!("CARGO_PKG_DESCRIPTION"),
+                    )
+                }
+
+                fn process(
+                    ctx: $crate::RunContext,
+                    history: ::std::vec::Vec<$crate::Message>,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<$crate::__private::Item>,
+                    $crate::__private::WitError,
+                > {
+                    $crate::__private::process::<$processor>(ctx, history)
+                }
+            }
+
+            $crate::__private::bindings::__export_bindings!(Export with_types_in $crate::__private::bindings);
+        };
+    };
+}
+
+/// What [`export_processor!`] expands to; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::bindings;
+    pub use crate::bindings::agent_host::history::types::{
+        Description, Error as WitError, Item, Replacement,
+    };
+    pub use crate::bindings::exports::agent_host::history::processor::Guest;
+    use crate::{History, Message, Processor, RunContext};
+
+    /// The description the host asks for before the first call.
+    pub fn describe<P: Processor>(name: &str, version: &str, summary: &str) -> Description {
+        Description {
+            name: name.into(),
+            version: version.into(),
+            summary: summary.into(),
+            config_schema: P::CONFIG_SCHEMA.map(Into::into),
+            config_example: P::CONFIG_EXAMPLE.map(Into::into),
+            reorders: false,
+        }
+    }
+
+    /// One call: parse the configuration, run the processor, answer with its
+    /// edits.
+    pub fn process<P: Processor>(
+        ctx: RunContext,
+        messages: Vec<Message>,
+    ) -> Result<Vec<Item>, WitError> {
+        let config = crate::error::parse_config::<P::Config>(&ctx.config)?;
+        let mut history = History::new(ctx, messages);
+        P::process(&mut history, config)?;
+        Ok(history.into_items())
+    }
+}

@@ -1,0 +1,458 @@
+//! The history a processor edits: the input messages, what has been dropped,
+//! changed or inserted so far, and the structure processors reason about
+//! (turns, tool exchanges).
+
+use std::collections::HashMap;
+
+use crate::__private::{Item, Replacement};
+use crate::{Message, Role, RunContext};
+
+/// The session's history for one call, and the edits made to it so far.
+///
+/// Every input message starts out kept. [`History::drop`], [`History::retain`]
+/// and the structural helpers drop messages (a processor that only drops
+/// never builds a message), [`History::replace`] and
+/// [`History::message_mut`] change one, [`History::insert_before`] and
+/// [`History::push`] add new ones. Reads ([`History::messages`],
+/// [`History::get`]) see the current contents, indices are always those of
+/// the input, and nothing is ever reordered.
+///
+/// ```
+/// use agent_host_guest::{History, Message, Role, ToolCall};
+///
+/// let mut history = History::for_test(vec![
+///     Message::new(Role::User, "weather?"),
+///     Message::tool_calls(vec![ToolCall::new("c1", "weather", "{}")]),
+///     Message::tool_result("c1", "sunny"),
+///     Message::new(Role::Assistant, "It is sunny."),
+/// ]);
+/// history.drop(1);                   // the call...
+/// history.settle_tool_exchanges();   // ...takes its result with it
+/// assert!(!history.is_kept(2));
+/// assert_eq!(history.kept(), 2);
+/// ```
+pub struct History {
+    ctx: RunContext,
+    messages: Vec<Message>,
+    dropped: Vec<bool>,
+    changed: Vec<bool>,
+    /// New messages with the input index they go before (`len()` for the end),
+    /// in the order they were added.
+    inserts: Vec<(usize, Message)>,
+}
+
+impl History {
+    pub(crate) fn new(ctx: RunContext, messages: Vec<Message>) -> Self {
+        let n = messages.len();
+        History {
+            ctx,
+            messages,
+            dropped: vec![false; n],
+            changed: vec![false; n],
+            inserts: Vec::new(),
+        }
+    }
+
+    /// A history with a default run context, for tests and examples; see
+    /// [`crate::testing`] to run a whole processor natively.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn for_test(messages: Vec<Message>) -> Self {
+        History::new(crate::testing::context("{}"), messages)
+    }
+
+    /// What the host says about this call: the session, the model, its context
+    /// window and the budget, the time, the configuration's text.
+    pub fn context(&self) -> &RunContext {
+        &self.ctx
+    }
+
+    /// How many messages the input had.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether the input had no message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The input's messages, with the changes made so far (dropped ones
+    /// included: see [`History::is_kept`]).
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Message `index`, as it is now.
+    pub fn get(&self, index: usize) -> Option<&Message> {
+        self.messages.get(index)
+    }
+
+    /// Whether message `index` is still kept.
+    pub fn is_kept(&self, index: usize) -> bool {
+        !self.dropped[index]
+    }
+
+    /// How many input messages are still kept (changed ones included).
+    pub fn kept(&self) -> usize {
+        self.dropped.iter().filter(|d| !**d).count()
+    }
+
+    /// Drops message `index` from the output.
+    ///
+    /// # Panics
+    /// When `index` is out of range, like slice indexing.
+    pub fn drop(&mut self, index: usize) {
+        self.dropped[index] = true;
+    }
+
+    /// Keeps message `index` after all (undoes [`History::drop`]).
+    pub fn restore(&mut self, index: usize) {
+        self.dropped[index] = false;
+    }
+
+    /// Drops every kept message for which `keep` is false, like
+    /// [`Vec::retain`].
+    pub fn retain(&mut self, mut keep: impl FnMut(&Message) -> bool) {
+        for (m, dropped) in self.messages.iter().zip(self.dropped.iter_mut()) {
+            if !*dropped && !keep(m) {
+                *dropped = true;
+            }
+        }
+    }
+
+    /// Replaces message `index` by `message` (it stays at its place).
+    pub fn replace(&mut self, index: usize, message: Message) {
+        self.messages[index] = message;
+        self.changed[index] = true;
+    }
+
+    /// Message `index`, to change in place. The host receives it back as a
+    /// replacement, so only ask for it when you change it.
+    pub fn message_mut(&mut self, index: usize) -> &mut Message {
+        self.changed[index] = true;
+        &mut self.messages[index]
+    }
+
+    /// Whether message `index` was replaced or changed.
+    pub fn is_changed(&self, index: usize) -> bool {
+        self.changed[index]
+    }
+
+    /// Inserts a new message before input message `index` (`len()` appends).
+    /// Several inserts at one place keep the order they were made in.
+    pub fn insert_before(&mut self, index: usize, message: Message) {
+        assert!(
+            index <= self.len(),
+            "insert_before({index}) in a history of {}",
+            self.len()
+        );
+        self.inserts.push((index, message));
+    }
+
+    /// Appends a new message after the last one.
+    pub fn push(&mut self, message: Message) {
+        self.inserts.push((self.len(), message));
+    }
+
+    /// The indices where turns start (a user message that is not synthetic),
+    /// oldest first.
+    pub fn turn_starts(&self) -> Vec<usize> {
+        (0..self.len())
+            .filter(|&i| self.messages[i].starts_turn())
+            .collect()
+    }
+
+    /// For each message, the index of the message whose tool call it answers
+    /// (`None` for messages that are not tool results, and for results whose
+    /// call is not in the history).
+    pub fn tool_callers(&self) -> Vec<Option<usize>> {
+        let mut calls: HashMap<&str, usize> = HashMap::new();
+        let mut callers = vec![None; self.len()];
+        for (i, m) in self.messages.iter().enumerate() {
+            if m.role == Role::Tool
+                && let Some(id) = &m.tool_call_id
+            {
+                callers[i] = calls.get(id.as_str()).copied();
+            }
+            for call in &m.tool_calls {
+                calls.insert(&call.id, i);
+            }
+        }
+        callers
+    }
+
+    /// Keeps the last `turns` turns, system messages and summaries, and drops
+    /// everything older. The cut moves back rather than split a tool exchange.
+    /// Does nothing when there are no more than `turns` turns.
+    pub fn keep_last_turns(&mut self, turns: usize) {
+        let starts = self.turn_starts();
+        if starts.len() <= turns {
+            return;
+        }
+        let mut cut = if turns == 0 {
+            self.len()
+        } else {
+            starts[starts.len() - turns]
+        };
+        let callers = self.tool_callers();
+        // A result after the cut whose call is before it pulls the cut back.
+        if let Some(earliest) = callers[cut..].iter().flatten().copied().min() {
+            cut = cut.min(earliest);
+        }
+        for i in 0..cut {
+            let m = &self.messages[i];
+            if m.role != Role::System && !m.is_summary() {
+                self.dropped[i] = true;
+            }
+        }
+    }
+
+    /// Makes the tool exchanges whole again after drops: a kept result whose
+    /// call was dropped is dropped; a kept message whose calls lost all their
+    /// results loses those calls (and is dropped when nothing else is left in
+    /// it). Calls that had no result in the input are left alone.
+    pub fn settle_tool_exchanges(&mut self) {
+        let callers = self.tool_callers();
+        // Results of dropped calls go.
+        for (i, caller) in callers.iter().enumerate() {
+            if let Some(c) = *caller
+                && self.dropped[c]
+            {
+                self.dropped[i] = true;
+            }
+        }
+        // Calls whose results all went are taken out of their message.
+        let mut answered: HashMap<usize, (Vec<&str>, Vec<&str>)> = HashMap::new();
+        for (i, caller) in callers.iter().enumerate() {
+            if let Some(c) = *caller {
+                let id = self.messages[i].tool_call_id.as_deref().unwrap_or_default();
+                let (kept, gone) = answered.entry(c).or_default();
+                if self.dropped[i] { gone } else { kept }.push(id);
+            }
+        }
+        let mut strip: Vec<(usize, Vec<String>)> = Vec::new();
+        for (c, (kept, gone)) in answered {
+            if self.dropped[c] {
+                continue;
+            }
+            let lost: Vec<String> = gone
+                .into_iter()
+                .filter(|id| !kept.contains(id))
+                .map(str::to_owned)
+                .collect();
+            if !lost.is_empty() {
+                strip.push((c, lost));
+            }
+        }
+        for (c, lost) in strip {
+            let m = self.message_mut(c);
+            m.tool_calls.retain(|call| !lost.contains(&call.id));
+            let empty = m.tool_calls.is_empty()
+                && m.content.trim().is_empty()
+                && m.parts.is_empty()
+                && m.reasoning.is_none();
+            if empty {
+                self.dropped[c] = true;
+            }
+        }
+    }
+
+    /// The answer for the host: one item per kept, changed or new message, in
+    /// order.
+    pub(crate) fn into_items(self) -> Vec<Item> {
+        let History {
+            messages,
+            dropped,
+            changed,
+            mut inserts,
+            ..
+        } = self;
+        inserts.sort_by_key(|(at, _)| *at);
+        let mut inserts = inserts.into_iter().peekable();
+        let mut items = Vec::with_capacity(messages.len() + inserts.len());
+        for (i, m) in messages.into_iter().enumerate() {
+            while let Some((_, new)) = inserts.next_if(|(at, _)| *at == i) {
+                items.push(Item::Insert(new));
+            }
+            let index = i as u32;
+            if dropped[i] {
+                discard(m);
+            } else if changed[i] {
+                items.push(Item::Replace(Replacement { index, message: m }));
+            } else {
+                items.push(Item::Keep(index));
+                discard(m);
+            }
+        }
+        items.extend(inserts.map(|(_, new)| Item::Insert(new)));
+        items
+    }
+
+    /// The output the host would build from these edits (without its
+    /// validation and id assignment).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn into_messages(self) -> Vec<Message> {
+        let History {
+            messages,
+            dropped,
+            mut inserts,
+            ..
+        } = self;
+        inserts.sort_by_key(|(at, _)| *at);
+        let mut inserts = inserts.into_iter().peekable();
+        let mut out = Vec::with_capacity(messages.len() + inserts.len());
+        for (i, m) in messages.into_iter().enumerate() {
+            while let Some((_, new)) = inserts.next_if(|(at, _)| *at == i) {
+                out.push(new);
+            }
+            if !dropped[i] {
+                out.push(m);
+            }
+        }
+        out.extend(inserts.map(|(_, new)| new));
+        out
+    }
+}
+
+/// Lets go of an input message. Inside WebAssembly the instance is thrown
+/// away after the call, so freeing its strings one by one is wasted work.
+fn discard(m: Message) {
+    #[cfg(target_arch = "wasm32")]
+    std::mem::forget(m);
+    #[cfg(not(target_arch = "wasm32"))]
+    drop(m);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ToolCall;
+
+    fn user(text: &str) -> Message {
+        Message::new(Role::User, text).with_id(text)
+    }
+    fn assistant(text: &str) -> Message {
+        Message::new(Role::Assistant, text).with_id(text)
+    }
+    fn call(id: &str) -> Message {
+        Message::tool_calls(vec![ToolCall::new(id, "t", "{}")]).with_id(format!("call-{id}"))
+    }
+    fn result(id: &str) -> Message {
+        Message::tool_result(id, "ok").with_id(format!("result-{id}"))
+    }
+    fn ids(h: History) -> Vec<String> {
+        h.into_messages().into_iter().map(|m| m.id).collect()
+    }
+
+    #[test]
+    fn items_keep_replace_and_insert_in_order() {
+        let mut h = History::for_test(vec![user("a"), assistant("b"), user("c")]);
+        h.drop(1);
+        h.replace(2, user("C"));
+        h.insert_before(0, assistant("first"));
+        h.push(assistant("last"));
+        h.insert_before(2, assistant("x"));
+        h.insert_before(2, assistant("y"));
+        let items = h.into_items();
+        let shape: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                Item::Keep(k) => format!("keep {k}"),
+                Item::Replace(r) => format!("replace {} {}", r.index, r.message.content),
+                Item::Insert(m) => format!("insert {}", m.content),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "insert first",
+                "keep 0",
+                "insert x",
+                "insert y",
+                "replace 2 C",
+                "insert last"
+            ]
+        );
+    }
+
+    #[test]
+    fn last_turns_keep_system_and_summaries() {
+        let mut system = Message::new(Role::System, "rules").with_id("sys");
+        system.flags = crate::MessageFlags::empty();
+        let mut summary = assistant("summary");
+        summary.flags = crate::MessageFlags::SUMMARY | crate::MessageFlags::SYNTHETIC;
+        let mut h = History::for_test(vec![
+            system,
+            summary,
+            user("u1"),
+            assistant("a1"),
+            user("u2"),
+            assistant("a2"),
+            user("u3"),
+        ]);
+        h.keep_last_turns(2);
+        assert_eq!(ids(h), ["sys", "summary", "u2", "a2", "u3"]);
+    }
+
+    #[test]
+    fn last_turns_never_split_an_exchange() {
+        // A user message between a call and its result: the cut moves back.
+        let h = vec![
+            user("u1"),
+            call("c1"),
+            user("u2"),
+            result("c1"),
+            assistant("a"),
+        ];
+        let mut h = History::for_test(h);
+        h.keep_last_turns(1);
+        assert_eq!(ids(h), ["call-c1", "u2", "result-c1", "a"]);
+    }
+
+    #[test]
+    fn fewer_turns_than_asked_keeps_everything() {
+        let mut h = History::for_test(vec![assistant("hello"), user("u1")]);
+        h.keep_last_turns(4);
+        assert_eq!(h.kept(), 2);
+    }
+
+    #[test]
+    fn settling_drops_results_of_dropped_calls_and_calls_without_results() {
+        let mut two = call("c1");
+        two.tool_calls.push(ToolCall::new("c2", "t", "{}"));
+        two.content = "checking two things".into();
+        let mut h = History::for_test(vec![
+            user("u"),
+            two,
+            result("c1"),
+            result("c2"),
+            call("c3"),
+            result("c3"),
+        ]);
+        h.drop(3); // the result of c2
+        h.drop(4); // the call c3
+        h.settle_tool_exchanges();
+        assert!(!h.is_kept(5), "c3's result goes with its call");
+        assert!(h.is_changed(1));
+        let out = h.into_messages();
+        assert_eq!(out[1].tool_calls.len(), 1, "c2 lost its result");
+        assert_eq!(out[1].tool_calls[0].id, "c1");
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn a_call_left_with_nothing_is_dropped() {
+        let mut h = History::for_test(vec![user("u"), call("c1"), result("c1")]);
+        h.drop(2);
+        h.settle_tool_exchanges();
+        assert_eq!(ids(h), ["u"]);
+    }
+
+    #[test]
+    fn interrupted_calls_are_left_alone() {
+        let mut h = History::for_test(vec![user("u"), call("c1")]);
+        h.settle_tool_exchanges();
+        assert_eq!(h.kept(), 2);
+        assert!(!h.is_changed(1));
+    }
+}

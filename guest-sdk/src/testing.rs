@@ -1,0 +1,69 @@
+//! Running a processor natively, for its unit tests: the same code as in the
+//! component, with the host's imports served locally (see
+//! [`estimate_tokens`](crate::estimate_tokens)).
+//!
+//! The host does more than this: it checks the edits, validates the result
+//! against the provider rules and gives new messages ids. Test those paths
+//! through the real host (`agent-host run`); test your logic here.
+
+use crate::{History, Message, Processor, Result, RunContext, Timestamp, Usage};
+
+/// Runs processor `P` with the JSON configuration `config` over `messages`
+/// and returns the history it produces. Messages whose `tokens` is 0 get the
+/// host's estimate first, as the host would give them.
+///
+/// ```
+/// use agent_host_guest::{History, Message, NoConfig, Processor, Result, Role, testing};
+///
+/// struct Nothing;
+/// impl Processor for Nothing {
+///     type Config = NoConfig;
+///     fn process(_: &mut History, _: NoConfig) -> Result<()> { Ok(()) }
+/// }
+///
+/// let out = testing::run::<Nothing>("{}", vec![Message::new(Role::User, "hi")])?;
+/// assert_eq!(out.len(), 1);
+/// assert!(out[0].tokens > 0);
+/// # Ok::<(), agent_host_guest::Error>(())
+/// ```
+pub fn run<P: Processor>(config: &str, mut messages: Vec<Message>) -> Result<Vec<Message>> {
+    for m in &mut messages {
+        if m.tokens == 0 {
+            m.tokens = crate::estimate_message_tokens(m);
+        }
+    }
+    let config_value = crate::error::parse_config::<P::Config>(config)?;
+    let mut ctx = context(config);
+    ctx.total_tokens = messages.iter().map(|m| m.tokens).sum();
+    let mut history = History::new(ctx, messages);
+    P::process(&mut history, config_value)?;
+    Ok(history.into_messages())
+}
+
+/// A run context for tests: a 128,000-token window, the budget as large, the
+/// current time and `config` as the configuration text.
+pub fn context(config: &str) -> RunContext {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    RunContext {
+        session_key: None,
+        agent: None,
+        model: None,
+        context_window: 128_000,
+        budget: 128_000,
+        total_tokens: 0,
+        turn: 0,
+        usage: Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
+        },
+        now: Timestamp {
+            seconds: i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+            nanoseconds: now.subsec_nanos(),
+        },
+        config: config.into(),
+    }
+}
