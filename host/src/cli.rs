@@ -35,6 +35,9 @@ enum Command {
     /// --processor in order inside the WebAssembly sandbox, validates the result and writes
     /// it (OpenAI chat messages by default) with an optional provenance report.
     Run(Box<RunArgs>),
+    /// Write processors: scaffold a Rust processor crate, build it into a component.
+    #[command(subcommand)]
+    Processor(crate::processor::ProcessorCommand),
     /// Show a history: its messages, token estimates, and how tool calls pair with results.
     ///
     /// With no FILE, shows the sample session built into the binary.
@@ -77,6 +80,7 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
                 .context("the run subcommand's matches")?;
             crate::run::run(*args, sub, out)
         }
+        Command::Processor(command) => crate::processor::run(command, out),
         Command::Inspect { file, format } => {
             let loaded = match file {
                 Some(path) => input::load(&path, format)?,

@@ -13,5 +13,6 @@ pub use agent_host_core as core;
 
 pub mod cli;
 pub mod input;
+pub mod processor;
 pub mod run;
 pub mod runtime;

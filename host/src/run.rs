@@ -2,7 +2,7 @@
 //! sandboxed processors, validated, written out with a provenance report.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agent_host_core::budget::BudgetConfig;
@@ -36,8 +36,9 @@ pub struct RunArgs {
     /// Its format; detected when not given.
     #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
     format: Option<Format>,
-    /// A processor component to run; repeat for a chain, run in order.
-    #[arg(long = "processor", short = 'p', value_name = "FILE.wasm", action = ArgAction::Append)]
+    /// A processor component to run; repeat for a chain, run in order. A Rust processor
+    /// crate's folder is built first (as by `agent-host processor build`).
+    #[arg(long = "processor", short = 'p', value_name = "FILE.wasm|CRATE", action = ArgAction::Append)]
     processors: Vec<PathBuf>,
     /// Configuration (JSON) for the processor before it.
     #[arg(long = "processor-config", value_name = "JSON", action = ArgAction::Append)]
@@ -173,8 +174,9 @@ pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<(
         })?;
         let mut processors = Vec::with_capacity(options.len());
         for (path, opts) in args.processors.iter().zip(options) {
+            let path = component_of(path, args.quiet)?;
             let p = runtime
-                .load_file(path, opts)
+                .load_file(&path, opts)
                 .map_err(|e| ProcessorFailed(format!("cannot load a processor: {e:#}")))?;
             processors.push(p);
         }
@@ -379,4 +381,32 @@ fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<Processor
         options[owner("memory-mib", at)?].limits.memory_bytes = mib.saturating_mul(1 << 20);
     }
     Ok(options)
+}
+
+/// The component for `--processor PATH`: PATH itself, or what building the
+/// Rust processor crate in folder PATH produces.
+fn component_of(path: &Path, quiet: bool) -> anyhow::Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_owned());
+    }
+    if !quiet {
+        eprintln!("building the processor crate {}", path.display());
+    }
+    let built = crate::processor::build(&crate::processor::BuildOptions {
+        path: path.to_owned(),
+        out_dir: None,
+        packages: Vec::new(),
+        debug: false,
+        quiet,
+    })
+    .map_err(|e| ProcessorFailed(format!("cannot build the processor crate: {e:#}")))?;
+    match <[_; 1]>::try_from(built) {
+        Ok([one]) => Ok(one.path),
+        Err(many) => Err(UsageError(format!(
+            "{} holds {} processors; give one crate folder or a .wasm file",
+            path.display(),
+            many.len()
+        ))
+        .into()),
+    }
 }

@@ -52,3 +52,71 @@ pub fn corpus() -> Option<PathBuf> {
         None
     }
 }
+
+/// The standard processors, in the order the issue lists them.
+pub const STANDARD_PROCESSORS: [&str; 8] = [
+    "keep-last-turns",
+    "token-budget",
+    "filter",
+    "redact-secrets",
+    "truncate-tool-results",
+    "strip-media",
+    "strip-reasoning",
+    "dedupe-tool-results",
+];
+
+/// The component of standard processor `name`, built once per test run by
+/// the README's command: `agent-host processor build processors --out-dir
+/// target/processors`.
+pub fn standard_processor(name: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = root.join("target/processors");
+        let output = agent_host()
+            .args(["processor", "build", "--quiet", "--out-dir"])
+            .arg(&out)
+            .arg(root.join("processors"))
+            // The host's build settings are not the processors'.
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET")
+            .output()
+            .expect("agent-host starts");
+        assert!(
+            output.status.success(),
+            "building the standard processors failed:\n{}",
+            stderr(&output)
+        );
+        out
+    });
+    dir.join(format!("{name}.wasm"))
+}
+
+/// Every history in the corpus: each tau-bench trajectory and each Claude
+/// Code session, with a name for messages. Empty when there is no corpus.
+pub fn corpus_histories() -> Vec<(String, Vec<agent_host::core::Message>)> {
+    use agent_host::core::format::openai;
+    let Some(dir) = corpus() else {
+        return Vec::new();
+    };
+    let mut histories = Vec::new();
+    let tau = dir.join("tau-bench-gpt4o-airline/gpt-4o-airline.json");
+    let text = std::fs::read_to_string(&tau).expect("the tau-bench file");
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&text).expect("tau-bench JSON");
+    for (i, run) in runs.into_iter().enumerate() {
+        let messages = openai::from_value(run["traj"].clone()).expect("a tau-bench trajectory");
+        histories.push((format!("tau-bench #{i}"), messages));
+    }
+    let mut sessions: Vec<PathBuf> = std::fs::read_dir(dir.join("claude-code-sessions-ccv"))
+        .expect("the Claude Code sessions")
+        .map(|e| e.expect("a folder entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    sessions.sort();
+    for path in sessions {
+        let loaded = agent_host::input::load(&path, None).expect("a Claude Code session");
+        histories.push((path.display().to_string(), loaded.transcript.messages));
+    }
+    histories
+}
