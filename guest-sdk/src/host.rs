@@ -97,7 +97,8 @@ mod tests {
             signature: None,
             redacted: false,
         });
-        m.tool_calls.push(ToolCall::new("c1", "read_file", r#"{"path":"/etc/hosts"}"#));
+        m.tool_calls
+            .push(ToolCall::new("c1", "read_file", r#"{"path":"/etc/hosts"}"#));
 
         let mut core = agent_host_core::Message::assistant("Let me look at the file first.");
         core.parts.push(agent_host_core::message::Part::Text {
