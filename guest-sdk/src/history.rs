@@ -181,6 +181,45 @@ impl History {
         callers
     }
 
+    /// For each message, the name of the tool whose result it is: its
+    /// `tool_name`, or the name in the call it answers when it has none.
+    /// `None` for messages that are not tool results or whose tool is unknown.
+    pub fn tool_names(&self) -> Vec<Option<&str>> {
+        let mut calls: HashMap<&str, &str> = HashMap::new();
+        self.messages
+            .iter()
+            .map(|m| {
+                for call in &m.tool_calls {
+                    calls.insert(&call.id, &call.name);
+                }
+                if m.role != Role::Tool {
+                    return None;
+                }
+                m.tool_name.as_deref().or_else(|| {
+                    m.tool_call_id
+                        .as_deref()
+                        .and_then(|id| calls.get(id).copied())
+                })
+            })
+            .collect()
+    }
+
+    /// The index where the last `n` tool results start: results from there on
+    /// are the `n` most recent. The length when `n` is 0; 0 when there are no
+    /// more than `n`.
+    pub fn last_tool_results_start(&self, n: usize) -> usize {
+        if n == 0 {
+            return self.len();
+        }
+        self.messages
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, m)| m.role == Role::Tool)
+            .nth(n - 1)
+            .map_or(0, |(i, _)| i)
+    }
+
     /// Keeps the last `turns` turns, system messages and summaries, and drops
     /// everything older. The cut moves back rather than split a tool exchange.
     /// Does nothing when there are no more than `turns` turns.
@@ -446,6 +485,17 @@ mod tests {
         h.drop(2);
         h.settle_tool_exchanges();
         assert_eq!(ids(h), ["u"]);
+    }
+
+    #[test]
+    fn tool_names_come_from_the_result_or_its_call() {
+        let named = result("c1").with_tool_name("read");
+        let h = History::for_test(vec![user("u"), call("c1"), named, call("c2"), result("c2")]);
+        assert_eq!(h.tool_names(), [None, None, Some("read"), None, Some("t")]);
+        assert_eq!(h.last_tool_results_start(0), 5);
+        assert_eq!(h.last_tool_results_start(1), 4);
+        assert_eq!(h.last_tool_results_start(2), 2);
+        assert_eq!(h.last_tool_results_start(3), 0);
     }
 
     #[test]

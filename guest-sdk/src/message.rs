@@ -92,16 +92,45 @@ impl Message {
         }
     }
 
-    /// Every piece of text the message holds that a processor may rewrite:
-    /// the content, text parts, reasoning and tool-call arguments.
+    /// The content, then each text part, in order (empty ones included, so
+    /// piece `k > 0` is the `k`-th text part).
+    pub fn text_pieces(&self) -> impl DoubleEndedIterator<Item = &str> {
+        let parts = self.parts.iter().filter_map(|p| match p {
+            Part::Text(t) => Some(t.as_str()),
+            _ => None,
+        });
+        std::iter::once(self.content.as_str()).chain(parts)
+    }
+
+    /// [`Message::text_pieces`], to change.
+    pub fn text_pieces_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        let parts = self.parts.iter_mut().filter_map(|p| match p {
+            Part::Text(t) => Some(t),
+            _ => None,
+        });
+        std::iter::once(&mut self.content).chain(parts)
+    }
+
+    /// Every text a processor may read or rewrite: the content, text parts,
+    /// readable reasoning and tool-call arguments. Redacted (opaque) reasoning
+    /// is left out: it is the provider's, and changing it breaks it.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        let reasoning = self.reasoning.iter().filter(|r| !r.redacted);
+        self.text_pieces()
+            .chain(reasoning.map(|r| r.text.as_str()))
+            .chain(self.tool_calls.iter().map(|c| c.arguments.as_str()))
+    }
+
+    /// [`Message::texts`], to change, in the same order.
     pub fn texts_mut(&mut self) -> impl Iterator<Item = &mut String> {
         let parts = self.parts.iter_mut().filter_map(|p| match p {
             Part::Text(t) => Some(t),
             _ => None,
         });
+        let reasoning = self.reasoning.iter_mut().filter(|r| !r.redacted);
         std::iter::once(&mut self.content)
             .chain(parts)
-            .chain(self.reasoning.as_mut().map(|r| &mut r.text))
+            .chain(reasoning.map(|r| &mut r.text))
             .chain(self.tool_calls.iter_mut().map(|c| &mut c.arguments))
     }
 
@@ -133,5 +162,49 @@ impl ToolCall {
             name: name.into(),
             arguments: arguments.into(),
         }
+    }
+}
+
+/// `12345678` as `12,345,678`, for log lines.
+pub fn group_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Reasoning;
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(group_thousands(0), "0");
+        assert_eq!(group_thousands(999), "999");
+        assert_eq!(group_thousands(1000), "1,000");
+        assert_eq!(group_thousands(12_345_678), "12,345,678");
+    }
+
+    #[test]
+    fn texts_leave_opaque_reasoning_alone() {
+        let mut m = Message::new(Role::Assistant, "a");
+        m.parts.push(Part::Text("b".into()));
+        m.tool_calls.push(ToolCall::new("c1", "t", "{}"));
+        m.reasoning = Some(Reasoning {
+            text: "opaque".into(),
+            signature: None,
+            redacted: true,
+        });
+        assert_eq!(m.texts().collect::<Vec<_>>(), ["a", "b", "{}"]);
+        assert_eq!(m.texts_mut().count(), 3);
+        m.reasoning.as_mut().unwrap().redacted = false;
+        assert_eq!(m.texts().collect::<Vec<_>>(), ["a", "b", "opaque", "{}"]);
+        assert_eq!(m.text_pieces().collect::<Vec<_>>(), ["a", "b"]);
     }
 }

@@ -26,14 +26,40 @@ use crate::{History, Message, Processor, Result, RunContext, Timestamp, Usage};
 /// assert!(out[0].tokens > 0);
 /// # Ok::<(), agent_host_guest::Error>(())
 /// ```
-pub fn run<P: Processor>(config: &str, mut messages: Vec<Message>) -> Result<Vec<Message>> {
+pub fn run<P: Processor>(config: &str, messages: Vec<Message>) -> Result<Vec<Message>> {
+    run_in::<P>(context(config), messages)
+}
+
+/// [`run`] with a run context of your own: a fixed `now` for time windows,
+/// a small `budget`, a session key. The configuration is `ctx.config`.
+///
+/// ```
+/// use agent_host_guest::{History, NoConfig, Processor, Result, Timestamp, testing};
+///
+/// struct Clock;
+/// impl Processor for Clock {
+///     type Config = NoConfig;
+///     fn process(history: &mut History, _: NoConfig) -> Result<()> {
+///         assert_eq!(history.context().now.seconds, 1_700_000_000);
+///         Ok(())
+///     }
+/// }
+///
+/// let mut ctx = testing::context("{}");
+/// ctx.now = Timestamp { seconds: 1_700_000_000, nanoseconds: 0 };
+/// testing::run_in::<Clock>(ctx, vec![])?;
+/// # Ok::<(), agent_host_guest::Error>(())
+/// ```
+pub fn run_in<P: Processor>(
+    mut ctx: RunContext,
+    mut messages: Vec<Message>,
+) -> Result<Vec<Message>> {
     for m in &mut messages {
         if m.tokens == 0 {
             m.tokens = crate::estimate_message_tokens(m);
         }
     }
-    let config_value = crate::error::parse_config::<P::Config>(config)?;
-    let mut ctx = context(config);
+    let config_value = crate::error::parse_config::<P::Config>(&ctx.config)?;
     ctx.total_tokens = messages.iter().map(|m| m.tokens).sum();
     let mut history = History::new(ctx, messages);
     P::process(&mut history, config_value)?;

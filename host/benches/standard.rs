@@ -209,6 +209,12 @@ fn bench_standard(c: &mut Criterion) {
         ..RuntimeConfig::default()
     })
     .expect("a runtime");
+    let pooled = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.path().to_owned()),
+        pooling: true,
+        ..RuntimeConfig::default()
+    })
+    .expect("a pooling runtime");
     let counter = HeuristicCounter::default();
     let info = RunInfo::default();
     let histories = histories();
@@ -228,9 +234,13 @@ fn bench_standard(c: &mut Criterion) {
             };
             // Large histories in a noisy run: room to finish.
             options.limits.deadline = Duration::from_secs(10);
-            options.limits.memory_bytes = 1 << 30;
+            options.limits.memory_bytes = 256 << 20;
+            let path = util::standard_processor(case.name);
             let p = rt
-                .load_file(&util::standard_processor(case.name), options)
+                .load_file(&path, options.clone())
+                .expect("the processor loads");
+            let p_pooled = pooled
+                .load_file(&path, options)
                 .expect("the processor loads");
             // Both do the same thing.
             let wasm = rt.run(std::slice::from_ref(&p), &info, history.clone());
@@ -260,6 +270,21 @@ fn bench_standard(c: &mut Criterion) {
                     BatchSize::LargeInput,
                 )
             });
+            group.bench_with_input(
+                BenchmarkId::new("wasm_pooling", case.name),
+                history,
+                |b, h| {
+                    b.iter_batched(
+                        || h.clone(),
+                        |h| {
+                            pooled
+                                .run(std::slice::from_ref(&p_pooled), &info, h)
+                                .messages
+                        },
+                        BatchSize::LargeInput,
+                    )
+                },
+            );
             group.bench_with_input(BenchmarkId::new("native", case.name), &as_guest, |b, h| {
                 b.iter_batched(
                     || h.clone(),

@@ -49,7 +49,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use agent_host_guest::{History, Message, Part, Processor, Result, Role, export_processor};
+use agent_host_guest::{
+    History, Message, Part, Processor, Result, Role, export_processor, group_thousands,
+};
 use serde::Deserialize;
 
 /// The configuration.
@@ -90,7 +92,7 @@ impl Processor for DedupeToolResults {
     ));
 
     fn process(history: &mut History, config: Config) -> Result<()> {
-        let (copies, results) = find_copies(history.messages(), &config, text_hash);
+        let (copies, results) = find_copies(history, &config, text_hash);
         let (mut replaced, mut saved) = (0usize, 0usize);
         for copy in copies {
             let reference = reference(&history.messages()[copy.original], copy.chars);
@@ -108,7 +110,7 @@ impl Processor for DedupeToolResults {
             "deduplicated {} of {} tool results, {} characters saved",
             replaced,
             results,
-            grouped(saved)
+            group_thousands(saved)
         );
         Ok(())
     }
@@ -134,30 +136,19 @@ struct Duplicate {
 
 /// The later copies in `messages`, oldest first, and the number of tool
 /// results looked at. `hash` is [`text_hash`] (tests pass a worse one).
-fn find_copies<'a>(
-    messages: &'a [Message],
+fn find_copies(
+    history: &History,
     config: &Config,
     hash: fn(Option<&str>, &Message) -> u64,
 ) -> (Vec<Duplicate>, usize) {
-    let end = recent_results_start(messages, config.keep_last);
-    let messages = &messages[..end];
-    let calls = if config.same_tool
-        && messages
-            .iter()
-            .any(|m| m.role == Role::Tool && m.tool_name.is_none())
-    {
-        call_names(messages)
+    let end = history.last_tool_results_start(config.keep_last);
+    let messages = &history.messages()[..end];
+    let names = if config.same_tool {
+        history.tool_names()
     } else {
-        HashMap::new()
+        Vec::new()
     };
-    let tool = |m: &'a Message| -> Option<&'a str> {
-        if !config.same_tool {
-            return None;
-        }
-        m.tool_name
-            .as_deref()
-            .or_else(|| calls.get(m.tool_call_id.as_deref()?).copied())
-    };
+    let tool = |i: usize| -> Option<&str> { names.get(i).copied().flatten() };
 
     // First copies by hash; a hash shared by several texts chains them.
     let mut firsts: HashMap<u64, usize, BuildHasherDefault<Prehashed>> = HashMap::default();
@@ -181,14 +172,14 @@ fn find_copies<'a>(
         if chars < config.min_chars {
             continue;
         }
-        let name = tool(m);
+        let name = tool(i);
         let key = hash(name, m);
         let mut next = firsts.get(&key).copied();
         let mut seen = 0;
         let mut original = None;
         while let Some(k) = next {
             let (j, after) = chain[k];
-            if same_text(&messages[j], m) && tool(&messages[j]) == name {
+            if same_text(&messages[j], m) && tool(j) == name {
                 original = Some(j);
                 break;
             }
@@ -211,39 +202,9 @@ fn find_copies<'a>(
     (copies, results)
 }
 
-/// The index from which the last `keep` tool results start (the length when
-/// `keep` is 0, 0 when there are no more than `keep`).
-fn recent_results_start(messages: &[Message], keep: usize) -> usize {
-    if keep == 0 {
-        return messages.len();
-    }
-    messages
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, m)| m.role == Role::Tool)
-        .nth(keep - 1)
-        .map_or(0, |(i, _)| i)
-}
-
-/// The tool name of every call, by call id.
-fn call_names(messages: &[Message]) -> HashMap<&str, &str> {
-    messages
-        .iter()
-        .flat_map(|m| &m.tool_calls)
-        .map(|c| (c.id.as_str(), c.name.as_str()))
-        .collect()
-}
-
 /// The non-empty text pieces of a message: its content, then its text parts.
 fn pieces(m: &Message) -> impl Iterator<Item = &str> {
-    let parts = m.parts.iter().filter_map(|p| match p {
-        Part::Text(t) => Some(t.as_str()),
-        _ => None,
-    });
-    std::iter::once(m.content.as_str())
-        .chain(parts)
-        .filter(|s| !s.is_empty())
+    m.text_pieces().filter(|s| !s.is_empty())
 }
 
 /// Whether two messages hold the same text pieces.
@@ -326,28 +287,15 @@ fn reference(original: &Message, chars: usize) -> String {
     if original.id.is_empty() {
         format!(
             "[same result as the tool call {call}, {} characters]",
-            grouped(chars)
+            group_thousands(chars)
         )
     } else {
         format!(
             "[same result as the tool call {call} (message {}), {} characters]",
             original.id,
-            grouped(chars)
+            group_thousands(chars)
         )
     }
-}
-
-/// `n` with thousands separators: `12,345`.
-fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -405,7 +353,7 @@ mod tests {
         assert!(n > 1000, "{n}");
         let expected = format!(
             "[same result as the tool call c1 (message m-c1), {} characters]",
-            grouped(n)
+            group_thousands(n)
         );
         assert_eq!(out[3].content, expected);
         assert_eq!(out[4].content, expected, "the third copy names the first");
@@ -499,7 +447,8 @@ mod tests {
         let h: Vec<Message> = (0..6)
             .map(|i| result(&format!("c{i}"), "t", &listing(i % 3)))
             .collect();
-        let (copies, results) = find_copies(&h, &Config::default(), |_, _| 7);
+        let (copies, results) =
+            find_copies(&History::for_test(h.clone()), &Config::default(), |_, _| 7);
         assert_eq!(results, 6);
         let pairs: Vec<_> = copies.iter().map(|c| (c.index, c.original)).collect();
         assert_eq!(pairs, [(3, 0), (4, 1), (5, 2)]);
@@ -514,7 +463,7 @@ mod tests {
             .collect();
         h.push(result("x", "t", &listing(0)));
         h.push(result("y", "t", &listing(9)));
-        let (copies, _) = find_copies(&h, &Config::default(), |_, _| 7);
+        let (copies, _) = find_copies(&History::for_test(h.clone()), &Config::default(), |_, _| 7);
         let pairs: Vec<_> = copies.iter().map(|c| (c.index, c.original)).collect();
         assert_eq!(pairs, [(10, 0)]);
     }
@@ -548,7 +497,7 @@ mod tests {
             out[1].content,
             format!(
                 "[same result as the tool call c1, {} characters]",
-                grouped(a.len())
+                group_thousands(a.len())
             )
         );
     }
@@ -595,14 +544,6 @@ mod tests {
         let mut keys: Vec<_> = schema["properties"].as_object().unwrap().keys().collect();
         keys.sort();
         assert_eq!(keys, ["keep_last", "min_chars", "same_tool"]);
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(1000), "1,000");
-        assert_eq!(grouped(12_345_678), "12,345,678");
     }
 
     #[test]

@@ -209,7 +209,7 @@
 mod kinds;
 mod redactor;
 
-use agent_host_guest::{History, Message, Part, Processor, Result, export_processor};
+use agent_host_guest::{History, Processor, Result, export_processor};
 use serde::Deserialize;
 
 pub use redactor::Redactor;
@@ -269,7 +269,7 @@ impl Processor for RedactSecrets {
             // Texts are redacted from the input first, so a message with no
             // secret is never asked for mutably (that would replace it).
             let mut redacted: Vec<(usize, String)> = Vec::new();
-            for (t, text) in texts(&history.messages()[i]).enumerate() {
+            for (t, text) in history.messages()[i].texts().enumerate() {
                 if let Some(new) = redactor.redact_counting(text, &mut counts) {
                     redacted.push((t, new));
                 }
@@ -279,7 +279,7 @@ impl Processor for RedactSecrets {
             }
             changed += 1;
             let mut redacted = redacted.into_iter().peekable();
-            for (t, text) in texts_mut(history.message_mut(i)).enumerate() {
+            for (t, text) in history.message_mut(i).texts_mut().enumerate() {
                 if let Some((_, new)) = redacted.next_if(|(r, _)| *r == t) {
                     *text = new;
                 }
@@ -325,41 +325,12 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// The texts of a message that are scanned, in order: the content, the text
-/// parts, the reasoning unless it is opaque (`redacted`), the tool-call
-/// arguments. [`texts_mut`] yields the same ones.
-fn texts(m: &Message) -> impl Iterator<Item = &str> {
-    let parts = m.parts.iter().filter_map(|p| match p {
-        Part::Text(t) => Some(t.as_str()),
-        _ => None,
-    });
-    let reasoning = m.reasoning.iter().filter(|r| !r.redacted);
-    std::iter::once(m.content.as_str())
-        .chain(parts)
-        .chain(reasoning.map(|r| r.text.as_str()))
-        .chain(m.tool_calls.iter().map(|c| c.arguments.as_str()))
-}
-
-/// [`texts`], to change. (The SDK's `Message::texts_mut` also yields opaque
-/// reasoning, and has no read-only twin to scan with first.)
-fn texts_mut(m: &mut Message) -> impl Iterator<Item = &mut String> {
-    let parts = m.parts.iter_mut().filter_map(|p| match p {
-        Part::Text(t) => Some(t),
-        _ => None,
-    });
-    let reasoning = m.reasoning.iter_mut().filter(|r| !r.redacted);
-    std::iter::once(&mut m.content)
-        .chain(parts)
-        .chain(reasoning.map(|r| &mut r.text))
-        .chain(m.tool_calls.iter_mut().map(|c| &mut c.arguments))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kinds::BUILTINS;
     use crate::redactor::tests::{github, jwt, openai, pem};
-    use agent_host_guest::{Error, Reasoning, Role, ToolCall, testing};
+    use agent_host_guest::{Error, Message, Part, Reasoning, Role, ToolCall, testing};
 
     fn history() -> Vec<Message> {
         let mut thinking = Message::new(Role::Assistant, "Let me check the config.");
@@ -430,7 +401,7 @@ mod tests {
                 .text
                 .starts_with("opaque ghp_")
         );
-        let parts: Vec<&str> = texts(&m[5]).collect();
+        let parts: Vec<&str> = m[5].texts().collect();
         assert_eq!(
             parts,
             [
@@ -454,7 +425,7 @@ mod tests {
         let r = Redactor::new(&Config::default()).unwrap();
         let mut counts = vec![0; r.kind_count()];
         for m in history() {
-            for text in texts(&m) {
+            for text in m.texts() {
                 r.redact_counting(text, &mut counts);
             }
         }

@@ -60,9 +60,11 @@
 //!     --processor-config '{"max_chars": 4000, "tools": {"read_file": 20000, "ask_user": null}, "keep_last": 2}'
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use agent_host_guest::{Error, History, Message, Part, Processor, Result, Role, export_processor};
+use agent_host_guest::{
+    Error, History, Message, Part, Processor, Result, Role, export_processor, group_thousands,
+};
 use serde::Deserialize;
 
 /// The configuration.
@@ -114,15 +116,12 @@ impl Processor for TruncateToolResults {
     fn process(history: &mut History, config: Config) -> Result<()> {
         config.check()?;
         let messages = history.messages();
-        let protected = recent_results_start(messages, config.keep_last);
-        let names = if !config.tools.is_empty()
-            && messages
-                .iter()
-                .any(|m| m.role == Role::Tool && m.tool_name.is_none())
-        {
-            call_names(messages)
+        let protected = history.last_tool_results_start(config.keep_last);
+        // Names are only needed for per-tool limits.
+        let names = if config.tools.is_empty() {
+            Vec::new()
         } else {
-            HashMap::new()
+            history.tool_names()
         };
 
         let mut cuts = Vec::new();
@@ -132,10 +131,7 @@ impl Processor for TruncateToolResults {
                 continue;
             }
             results += 1;
-            let name = m.tool_name.as_deref().or_else(|| {
-                let id = m.tool_call_id.as_deref()?;
-                names.get(id).copied()
-            });
+            let name = names.get(i).copied().flatten();
             if let Some(limit) = config.limit_for(name)
                 && let Some(cut) = plan(m, limit)
             {
@@ -152,7 +148,7 @@ impl Processor for TruncateToolResults {
             "cut {} of {} tool results, {} characters removed",
             cuts.len(),
             results,
-            grouped(removed)
+            group_thousands(removed)
         );
         Ok(())
     }
@@ -232,49 +228,6 @@ fn share(n: usize, numerator: usize, denominator: usize) -> usize {
     usize::try_from(exact).unwrap_or(usize::MAX)
 }
 
-/// The index from which the last `keep` tool results start (the length when
-/// `keep` is 0, 0 when there are no more than `keep`).
-fn recent_results_start(messages: &[Message], keep: usize) -> usize {
-    if keep == 0 {
-        return messages.len();
-    }
-    messages
-        .iter()
-        .enumerate()
-        .rev()
-        .filter(|(_, m)| m.role == Role::Tool)
-        .nth(keep - 1)
-        .map_or(0, |(i, _)| i)
-}
-
-/// The tool name of every call, by call id.
-fn call_names(messages: &[Message]) -> HashMap<&str, &str> {
-    messages
-        .iter()
-        .flat_map(|m| &m.tool_calls)
-        .map(|c| (c.id.as_str(), c.name.as_str()))
-        .collect()
-}
-
-/// The text pieces of a message: its content, then its text parts. Piece `k`
-/// (for `k` > 0) is the `k`-th text part.
-fn pieces(m: &Message) -> impl DoubleEndedIterator<Item = &str> {
-    let parts = m.parts.iter().filter_map(|p| match p {
-        Part::Text(t) => Some(t.as_str()),
-        _ => None,
-    });
-    std::iter::once(m.content.as_str()).chain(parts)
-}
-
-/// The same pieces, to change.
-fn pieces_mut(m: &mut Message) -> impl Iterator<Item = &mut String> {
-    let parts = m.parts.iter_mut().filter_map(|p| match p {
-        Part::Text(t) => Some(t),
-        _ => None,
-    });
-    std::iter::once(&mut m.content).chain(parts)
-}
-
 /// Where a cut removes text: from the head's end to the tail's start, each a
 /// piece and a byte offset in it.
 #[derive(Debug)]
@@ -289,10 +242,10 @@ struct Cut {
 /// The cut for `m` under `limit`, or none when it stays whole.
 fn plan(m: &Message, limit: Limit) -> Option<Cut> {
     // Bytes bound characters from above: most results stop here.
-    if pieces(m).map(str::len).sum::<usize>() <= limit.max {
+    if m.text_pieces().map(str::len).sum::<usize>() <= limit.max {
         return None;
     }
-    let total: usize = pieces(m).map(|s| s.chars().count()).sum();
+    let total: usize = m.text_pieces().map(|s| s.chars().count()).sum();
     if total <= limit.max {
         return None;
     }
@@ -300,19 +253,27 @@ fn plan(m: &Message, limit: Limit) -> Option<Cut> {
     let (tp, mut ts) = tail_start(m, limit.tail)?;
     let mut kept = limit.head + limit.tail;
     let window = SNAP_WINDOW.min(limit.head / 5);
-    if let Some((at, dropped)) = pieces(m).nth(hp).and_then(|s| snap_back(s, he, window)) {
+    if let Some((at, dropped)) = m
+        .text_pieces()
+        .nth(hp)
+        .and_then(|s| snap_back(s, he, window))
+    {
         he = at;
         kept -= dropped;
     }
     let window = SNAP_WINDOW.min(limit.tail / 5);
-    if let Some((at, dropped)) = pieces(m).nth(tp).and_then(|s| snap_forward(s, ts, window)) {
+    if let Some((at, dropped)) = m
+        .text_pieces()
+        .nth(tp)
+        .and_then(|s| snap_forward(s, ts, window))
+    {
         ts = at;
         kept -= dropped;
     }
     let removed = total - kept;
     let marker = format!(
         "\n[… {} characters cut by {} …]\n",
-        grouped(removed),
+        group_thousands(removed),
         env!("CARGO_PKG_NAME")
     );
     if marker.chars().count() >= removed {
@@ -330,7 +291,7 @@ fn plan(m: &Message, limit: Limit) -> Option<Cut> {
 /// must be below the text's length.
 fn head_end(m: &Message, head: usize) -> Option<(usize, usize)> {
     let mut left = head;
-    for (k, s) in pieces(m).enumerate() {
+    for (k, s) in m.text_pieces().enumerate() {
         match s.char_indices().nth(left) {
             Some((b, _)) => return Some((k, b)),
             None => left -= s.chars().count(),
@@ -341,9 +302,9 @@ fn head_end(m: &Message, head: usize) -> Option<(usize, usize)> {
 
 /// The piece and byte offset where the last `tail` characters start.
 fn tail_start(m: &Message, tail: usize) -> Option<(usize, usize)> {
-    let n = pieces(m).count();
+    let n = m.text_pieces().count();
     let mut left = tail;
-    for (k, s) in (0..n).rev().zip(pieces(m).rev()) {
+    for (k, s) in (0..n).rev().zip(m.text_pieces().rev()) {
         if left == 0 {
             return Some((k, s.len()));
         }
@@ -389,7 +350,7 @@ fn snap_forward(s: &str, at: usize, window: usize) -> Option<(usize, usize)> {
 /// Makes `cut` in `m`.
 fn apply(m: &mut Message, cut: &Cut) {
     let ((hp, he), (tp, ts)) = (cut.head, cut.tail);
-    for (k, s) in pieces_mut(m).enumerate() {
+    for (k, s) in m.text_pieces_mut().enumerate() {
         if k == hp && k == tp {
             s.replace_range(he..ts, &cut.marker);
         } else if k == hp {
@@ -410,19 +371,6 @@ fn apply(m: &mut Message, cut: &Cut) {
         }
         _ => true,
     });
-}
-
-/// `n` with thousands separators: `12,345`.
-fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -467,7 +415,7 @@ mod tests {
     }
 
     fn chars(m: &Message) -> usize {
-        pieces(m).map(|s| s.chars().count()).sum()
+        m.text_pieces().map(|s| s.chars().count()).sum()
     }
 
     /// `n` lines of `width` characters (newline included), numbered.
@@ -606,7 +554,7 @@ mod tests {
                         m.parts = vec![Part::Text(text[b..].into())];
                     }
                     let config = format!(r#"{{"max_chars": 100, "head": {head}, "tail": {tail}}}"#);
-                    let out: String = pieces(&run(&config, vec![m])[0]).collect();
+                    let out: String = run(&config, vec![m])[0].text_pieces().collect();
                     let Some((kept_head, rest)) = out.split_once("\n[… ") else {
                         // Left whole: the cut would not have paid for its marker.
                         assert_eq!(out, text);
@@ -852,13 +800,5 @@ mod tests {
         let mut keys: Vec<_> = schema["properties"].as_object().unwrap().keys().collect();
         keys.sort();
         assert_eq!(keys, ["head", "keep_last", "max_chars", "tail", "tools"]);
-    }
-
-    #[test]
-    fn numbers_are_grouped_by_thousands() {
-        assert_eq!(grouped(0), "0");
-        assert_eq!(grouped(999), "999");
-        assert_eq!(grouped(1000), "1,000");
-        assert_eq!(grouped(12_345_678), "12,345,678");
     }
 }
