@@ -56,7 +56,20 @@ pub(crate) fn parse_config<C: serde::de::DeserializeOwned + Default>(text: &str)
     if text.is_empty() || text == "null" {
         return Ok(C::default());
     }
-    serde_json::from_str(text).map_err(|e| Error::BadConfig(e.to_string()))
+    let mut json = serde_json::Deserializer::from_str(text);
+    let config = serde_path_to_error::deserialize(&mut json).map_err(|e| {
+        // Name the key: `turns`: invalid type... (the root has no path).
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            Error::BadConfig(inner.to_string())
+        } else {
+            Error::BadConfig(format!("`{path}`: {inner}"))
+        }
+    })?;
+    json.end()
+        .map_err(|e| Error::BadConfig(format!("after the configuration: {e}")))?;
+    Ok(config)
 }
 
 #[cfg(test)]
@@ -83,8 +96,13 @@ mod tests {
         let Error::BadConfig(m) = &e else {
             panic!("{e:?}")
         };
-        assert!(m.contains("invalid type: string \"four\""), "{m}");
+        assert!(
+            m.starts_with("`turns`: invalid type: string \"four\""),
+            "{m}"
+        );
         assert!(m.contains("line 1 column"), "{m}");
+        let e = parse_config::<Turns>(r#"{"turns": 1} x"#).unwrap_err();
+        assert!(e.to_string().contains("trailing characters"), "{e}");
         let e = parse_config::<NoConfig>(r#"{"turns": 1}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `turns`"), "{e}");
     }
