@@ -2,6 +2,7 @@
 //! changed or inserted so far, and the structure processors reason about
 //! (turns, tool exchanges).
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 use crate::__private::{Item, Replacement};
@@ -39,6 +40,9 @@ pub struct History {
     /// New messages with the input index they go before (`len()` for the end),
     /// in the order they were added.
     inserts: Vec<(usize, Message)>,
+    /// Which call each input result answers, as in the input: worked out on
+    /// first use, and always before the first change.
+    callers: OnceCell<Vec<Option<usize>>>,
 }
 
 impl History {
@@ -50,6 +54,7 @@ impl History {
             dropped: vec![false; n],
             changed: vec![false; n],
             inserts: Vec::new(),
+            callers: OnceCell::new(),
         }
     }
 
@@ -122,6 +127,7 @@ impl History {
 
     /// Replaces message `index` by `message` (it stays at its place).
     pub fn replace(&mut self, index: usize, message: Message) {
+        self.tool_callers();
         self.messages[index] = message;
         self.changed[index] = true;
     }
@@ -129,6 +135,7 @@ impl History {
     /// Message `index`, to change in place. The host receives it back as a
     /// replacement, so only ask for it when you change it.
     pub fn message_mut(&mut self, index: usize) -> &mut Message {
+        self.tool_callers();
         self.changed[index] = true;
         &mut self.messages[index]
     }
@@ -154,31 +161,34 @@ impl History {
         self.inserts.push((self.len(), message));
     }
 
-    /// The indices where turns start (a user message that is not synthetic),
-    /// oldest first.
+    /// The indices where the kept turns start (a user message that is not
+    /// synthetic), oldest first.
     pub fn turn_starts(&self) -> Vec<usize> {
         (0..self.len())
-            .filter(|&i| self.messages[i].starts_turn())
+            .filter(|&i| !self.dropped[i] && self.messages[i].starts_turn())
             .collect()
     }
 
-    /// For each message, the index of the message whose tool call it answers
-    /// (`None` for messages that are not tool results, and for results whose
-    /// call is not in the history).
-    pub fn tool_callers(&self) -> Vec<Option<usize>> {
-        let mut calls: HashMap<&str, usize> = HashMap::new();
-        let mut callers = vec![None; self.len()];
-        for (i, m) in self.messages.iter().enumerate() {
-            if m.role == Role::Tool
-                && let Some(id) = &m.tool_call_id
-            {
-                callers[i] = calls.get(id.as_str()).copied();
+    /// For each input message, the index of the message whose tool call it
+    /// answers in the input (`None` for messages that are not tool results,
+    /// and for results whose call is not in the history). A result answers
+    /// the nearest earlier call with its id.
+    pub fn tool_callers(&self) -> &[Option<usize>] {
+        self.callers.get_or_init(|| {
+            let mut calls: HashMap<&str, usize> = HashMap::new();
+            let mut callers = vec![None; self.len()];
+            for (i, m) in self.messages.iter().enumerate() {
+                if m.role == Role::Tool
+                    && let Some(id) = &m.tool_call_id
+                {
+                    callers[i] = calls.get(id.as_str()).copied();
+                }
+                for call in &m.tool_calls {
+                    calls.insert(&call.id, i);
+                }
             }
-            for call in &m.tool_calls {
-                calls.insert(&call.id, i);
-            }
-        }
-        callers
+            callers
+        })
     }
 
     /// For each message, the name of the tool whose result it is: its
@@ -220,9 +230,9 @@ impl History {
             .map_or(0, |(i, _)| i)
     }
 
-    /// Keeps the last `turns` turns, system messages and summaries, and drops
-    /// everything older. The cut moves back rather than split a tool exchange.
-    /// Does nothing when there are no more than `turns` turns.
+    /// Keeps the last `turns` kept turns, system messages and summaries, and
+    /// drops everything older. The cut moves back rather than split a tool
+    /// exchange. Does nothing when there are no more than `turns` turns.
     pub fn keep_last_turns(&mut self, turns: usize) {
         let starts = self.turn_starts();
         if starts.len() <= turns {
@@ -233,10 +243,22 @@ impl History {
         } else {
             starts[starts.len() - turns]
         };
+        // A kept result after the cut whose call is before it pulls the cut
+        // back, and the results between the old and the new cut may pull it
+        // further.
         let callers = self.tool_callers();
-        // A result after the cut whose call is before it pulls the cut back.
-        if let Some(earliest) = callers[cut..].iter().flatten().copied().min() {
-            cut = cut.min(earliest);
+        let mut checked = self.len();
+        while cut < checked {
+            let earliest = (cut..checked)
+                .filter(|&i| !self.dropped[i])
+                .filter_map(|i| callers[i])
+                .min();
+            checked = cut;
+            if let Some(earliest) = earliest
+                && earliest < cut
+            {
+                cut = earliest;
+            }
         }
         for i in 0..cut {
             let m = &self.messages[i];
@@ -246,18 +268,24 @@ impl History {
         }
     }
 
-    /// Makes the tool exchanges whole again after drops: a kept result whose
-    /// call was dropped is dropped; a kept message whose calls lost all their
-    /// results loses those calls (and is dropped when nothing else is left in
-    /// it). Calls that had no result in the input are left alone.
+    /// Makes the tool exchanges whole again after drops and changes: a kept
+    /// result whose call was dropped, or taken out of its message, is
+    /// dropped; a kept message whose calls lost all their results loses those
+    /// calls (and is dropped when nothing else is left in it). Calls that had
+    /// no result in the input are left alone.
     pub fn settle_tool_exchanges(&mut self) {
-        let callers = self.tool_callers();
-        // Results of dropped calls go.
+        let callers = self.tool_callers().to_vec();
+        // Results of dropped or removed calls go.
         for (i, caller) in callers.iter().enumerate() {
             if let Some(c) = *caller
-                && self.dropped[c]
+                && !self.dropped[i]
             {
-                self.dropped[i] = true;
+                let id = self.messages[i].tool_call_id.as_deref().unwrap_or_default();
+                let gone =
+                    self.dropped[c] || !self.messages[c].tool_calls.iter().any(|k| k.id == id);
+                if gone {
+                    self.dropped[i] = true;
+                }
             }
         }
         // Calls whose results all went are taken out of their message.
@@ -446,6 +474,84 @@ mod tests {
         let mut h = History::for_test(h);
         h.keep_last_turns(1);
         assert_eq!(ids(h), ["call-c1", "u2", "result-c1", "a"]);
+    }
+
+    #[test]
+    fn the_cut_moves_back_until_no_exchange_is_split() {
+        // Regression: one pull-back left `result-a` without its call.
+        let h = vec![
+            user("u0"),
+            call("a"),
+            user("u2"),
+            call("b"),
+            result("a"),
+            user("u5"),
+            result("b"),
+        ];
+        let mut h = History::for_test(h);
+        h.keep_last_turns(1);
+        assert_eq!(
+            ids(h),
+            ["call-a", "u2", "call-b", "result-a", "u5", "result-b"]
+        );
+    }
+
+    #[test]
+    fn turns_already_dropped_do_not_count() {
+        let mut h = History::for_test(vec![user("u1"), assistant("a1"), user("u2"), user("u3")]);
+        h.drop(3);
+        h.keep_last_turns(1);
+        assert_eq!(ids(h), ["u2"]);
+    }
+
+    #[test]
+    fn settling_sees_calls_taken_out_of_a_message() {
+        let mut h = History::for_test(vec![user("u"), call("a"), result("a")]);
+        h.message_mut(1).tool_calls.clear();
+        h.message_mut(1).content = "never mind".into();
+        h.settle_tool_exchanges();
+        assert_eq!(ids(h), ["u", "call-a"]);
+    }
+
+    /// Tool pairing is whole after keep_last_turns and settling, whatever
+    /// was dropped: every kept result has its call kept, in the message.
+    #[test]
+    fn pairing_stays_whole_for_every_drop_pattern() {
+        let base = vec![
+            user("u0"),
+            call("a"),
+            user("u2"),
+            call("b"),
+            result("a"),
+            result("b"),
+            user("u6"),
+            call("c"),
+            result("c"),
+        ];
+        let n = base.len();
+        for mask in 0u32..(1 << n) {
+            for turns in 1..3 {
+                let mut h = History::for_test(base.clone());
+                for i in 0..n {
+                    if mask & (1 << i) != 0 {
+                        h.drop(i);
+                    }
+                }
+                h.keep_last_turns(turns);
+                h.settle_tool_exchanges();
+                let out = h.into_messages();
+                for (k, m) in out.iter().enumerate() {
+                    if let Some(id) = &m.tool_call_id {
+                        assert!(
+                            out[..k]
+                                .iter()
+                                .any(|c| c.tool_calls.iter().any(|t| &t.id == id)),
+                            "mask {mask:b}, {turns} turns: {id} lost its call"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

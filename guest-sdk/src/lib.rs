@@ -97,6 +97,8 @@ pub mod bindings {
         world: "history-processor",
         pub_export_macro: true,
         export_macro_name: "__export_bindings",
+        // So that authors' tests can compare messages.
+        additional_derives: [PartialEq, Eq],
     });
 }
 

@@ -386,7 +386,8 @@ fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<Processor
 /// The component for `--processor PATH`: PATH itself, or what building the
 /// Rust processor crate in folder PATH produces.
 fn component_of(path: &Path, quiet: bool) -> anyhow::Result<PathBuf> {
-    if !path.is_dir() {
+    let is_crate = path.is_dir() || path.file_name().is_some_and(|n| n == "Cargo.toml");
+    if !is_crate {
         return Ok(path.to_owned());
     }
     if !quiet {
@@ -398,15 +399,17 @@ fn component_of(path: &Path, quiet: bool) -> anyhow::Result<PathBuf> {
         packages: Vec::new(),
         debug: false,
         quiet,
+        single: true,
     })
-    .map_err(|e| ProcessorFailed(format!("cannot build the processor crate: {e:#}")))?;
-    match <[_; 1]>::try_from(built) {
-        Ok([one]) => Ok(one.path),
-        Err(many) => Err(UsageError(format!(
-            "{} holds {} processors; give one crate folder or a .wasm file",
-            path.display(),
-            many.len()
+    .map_err(|e| {
+        ProcessorFailed(format!(
+            "cannot build the processor crate {}: {e:#}",
+            path.display()
         ))
-        .into()),
-    }
+    })?;
+    built
+        .into_iter()
+        .next()
+        .map(|b| b.path)
+        .context("the build wrote no component")
 }

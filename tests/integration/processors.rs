@@ -208,12 +208,18 @@ mod token_budget {
                 let config = format!(r#"{{"tokens": {budget}}}"#);
                 let out = applied("token-budget", &config, history.clone());
                 let used = tokens(&out);
-                // Over only when the newest exchange alone is.
-                assert!(
-                    used <= budget || out.len() <= 3,
-                    "{source}: {used} > {budget} with {} messages",
-                    out.len()
-                );
+                // Over only when the newest exchange alone is: then that
+                // exchange (a call and its results, or one message) is all
+                // that is left besides system messages.
+                if used > budget {
+                    let kept: Vec<&Message> =
+                        out.iter().filter(|m| m.role != Role::System).collect();
+                    assert!(
+                        kept.len() <= 1 + kept[0].tool_calls.len(),
+                        "{source}: {used} > {budget} with {} messages",
+                        kept.len()
+                    );
+                }
                 assert_eq!(out.last(), history.last(), "{source}: the newest stays");
             }
         }
@@ -234,10 +240,53 @@ mod token_budget {
 
 #[test]
 fn the_build_command_writes_every_standard_processor() {
+    let out = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let build = crate::util::agent_host()
+        .args(["processor", "build", "--out-dir"])
+        .arg(out.path())
+        .arg(root.join("processors"))
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "{}", crate::util::stderr(&build));
+    let said = crate::util::stdout(&build);
     for name in STANDARD_PROCESSORS {
-        let path = standard_processor(name);
-        assert!(Path::new(&path).is_file(), "{}", path.display());
+        let path = out.path().join(format!("{name}.wasm"));
+        assert!(said.contains(&format!("built {name} (")), "{said}");
+        let meta = std::fs::metadata(&path).unwrap_or_else(|_| panic!("{}", path.display()));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o644,
+                "{name} is readable"
+            );
+        }
+        // The same bytes the tests load.
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            std::fs::read(standard_processor(name)).unwrap()
+        );
     }
+}
+
+#[test]
+fn run_refuses_a_workspace_of_processors_before_building() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = crate::util::agent_host()
+        .args(["run", "--processor"])
+        .arg(root.join("processors"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = crate::util::stderr(&out);
+    assert!(
+        err.contains("holds 8 processors") && err.contains("give one crate"),
+        "{err}"
+    );
+    assert!(!err.contains("Compiling"), "refused before building: {err}");
 }
 
 /// `agent-host processor new` makes a crate that passes its own tests and
@@ -246,13 +295,14 @@ fn the_build_command_writes_every_standard_processor() {
 fn a_new_processor_builds_and_passes_its_own_test() {
     use crate::util::{agent_host, stderr, stdout};
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("drop-words");
+    // A name that is also one of the template's own items.
+    let dir = tmp.path().join("config");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     // Shared across runs, so only the first compiles the SDK.
     let target = root.join("target/scaffold");
 
     let new = agent_host()
-        .args(["processor", "new", "drop-words", "--path"])
+        .args(["processor", "new", "config", "--path"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -288,7 +338,7 @@ fn a_new_processor_builds_and_passes_its_own_test() {
     assert!(build.status.success(), "{}", stderr(&build));
     let p = runtime()
         .load_file(
-            &out.join("drop-words.wasm"),
+            &out.join("config.wasm"),
             ProcessorOptions {
                 config: Some(r#"{"words": ["fixed"]}"#.into()),
                 ..ProcessorOptions::default()
@@ -311,6 +361,30 @@ fn a_new_processor_builds_and_passes_its_own_test() {
             .all(|t| !t.to_lowercase().contains("fixed"))
     );
 
+    // A crate that forgets `export_processor!` is refused at build time.
+    let lib = dir.join("src/lib.rs");
+    let text = std::fs::read_to_string(&lib).unwrap();
+    let without: String = text
+        .lines()
+        .filter(|l| !l.starts_with("export_processor!"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without, text, "the template exports its processor");
+    std::fs::write(&lib, without).unwrap();
+    let build = agent_host()
+        .args(["processor", "build", "--quiet", "--out-dir"])
+        .arg(tmp.path().join("out2"))
+        .arg(&dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(!build.status.success());
+    assert!(
+        stderr(&build).contains("config does not export a processor: add"),
+        "{}",
+        stderr(&build)
+    );
+
     // Refused: a name that is not a crate name, and a folder that is taken.
     let bad = agent_host()
         .args(["processor", "new", "../evil"])
@@ -323,7 +397,7 @@ fn a_new_processor_builds_and_passes_its_own_test() {
         stderr(&bad)
     );
     let taken = agent_host()
-        .args(["processor", "new", "drop-words", "--path"])
+        .args(["processor", "new", "config", "--path"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -403,19 +477,6 @@ fn info(report: &agent_host::runtime::ProcessorReport) -> Vec<&str> {
         .filter(|l| l.level == "info")
         .map(|l| l.text.as_str())
         .collect()
-}
-
-/// `n` with thousands separators, as the processors write counts: `12,345`.
-fn grouped(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The bad-configuration message of a call, or a panic naming what came
@@ -809,8 +870,9 @@ mod redact_secrets {
         }
     }
 
-    /// Readable reasoning is redacted with its signature kept, the
-    /// provider's opaque reasoning is not touched; e-mails, an extra kind
+    /// Readable reasoning is redacted in place when unsigned and dropped when
+    /// signed (a signed block cannot be edited), the provider's opaque
+    /// reasoning is not touched; e-mails, an extra kind
     /// with a `secret` group and a custom placeholder work through the host.
     #[test]
     fn reasoning_emails_extra_kinds_and_placeholders() {
@@ -827,9 +889,15 @@ mod redact_secrets {
             signature: None,
             redacted: true,
         });
+        let mut unsigned = Message::assistant("Also checking.").with_id("c");
+        unsigned.reasoning = Some(Reasoning {
+            text: format!("again {}", f.openai),
+            signature: None,
+            redacted: false,
+        });
         let mail = ["jane.doe", "@", "example.org"].concat();
         let user = Message::user(format!("ticket ACME-7431, write to {mail}")).with_id("u");
-        let input = vec![user, thinking, opaque];
+        let input = vec![user, thinking, opaque, unsigned];
         let config = r#"{"emails": true, "placeholder": "<{kind}>",
             "extra": [{"name": "acme-ticket", "pattern": "ACME-(?P<secret>[0-9]{4})"}]}"#;
         let (out, report) = applied_by(&load("redact-secrets", Some(config)), input.clone());
@@ -837,14 +905,22 @@ mod redact_secrets {
             out[0].content,
             "ticket ACME-<acme-ticket>, write to <email>"
         );
-        let reasoning = out[1].reasoning.as_ref().unwrap();
-        assert_eq!(reasoning.text, "the user pasted <openai-key>");
-        assert_eq!(reasoning.signature.as_deref(), Some("sig"));
+        assert_eq!(
+            out[1].reasoning, None,
+            "signed reasoning with a secret goes"
+        );
+        assert_eq!(out[1].content, "Checking.");
         assert_eq!(out[2], input[2], "opaque reasoning is the provider's");
-        assert_eq!(replaced(&report), ["a", "u"]);
+        let unsigned = out[3].reasoning.as_ref().unwrap();
+        assert_eq!(unsigned.text, "again <openai-key>");
+        assert_eq!(replaced(&report), ["a", "c", "u"]);
         assert_eq!(
             info(&report),
-            ["redacted 3 secrets in 2 messages: openai-key 1, email 1, acme-ticket 1"]
+            [
+                "redacted 4 secrets in 3 messages: openai-key 2, email 1, acme-ticket 1",
+                "dropped the signed reasoning of 1 message: it held a secret and a signed \
+                 block cannot be edited"
+            ]
         );
     }
 
@@ -896,7 +972,7 @@ mod truncate_tool_results {
     fn marker(n: usize) -> String {
         format!(
             "\n[… {} characters cut by truncate-tool-results …]\n",
-            grouped(n)
+            agent_host_guest::group_thousands(n)
         )
     }
 
@@ -955,7 +1031,7 @@ mod truncate_tool_results {
                 [format!(
                     "cut {} of {results} tool results, {} characters removed",
                     cut.len(),
-                    grouped(removed)
+                    agent_host_guest::group_thousands(removed)
                 )],
                 "{source}"
             );
@@ -1422,7 +1498,10 @@ mod dedupe_tool_results {
                 assert_eq!(message, original.id, "{source}: the first copy");
                 assert_eq!(Some(call), original.tool_call_id.as_deref());
                 assert_eq!(out[first], *original, "{source}: the first stays whole");
-                assert_eq!(chars, grouped(text.chars().count()));
+                assert_eq!(
+                    chars,
+                    agent_host_guest::group_thousands(text.chars().count())
+                );
                 assert!(after.parts.is_empty());
                 assert_eq!(
                     after.tool_call_id, before.tool_call_id,

@@ -77,10 +77,8 @@ pub fn standard_processor(name: &str) -> PathBuf {
             .args(["processor", "build", "--quiet", "--out-dir"])
             .arg(&out)
             .arg(root.join("processors"))
-            // The host's build settings are not the processors'.
-            .env_remove("RUSTFLAGS")
+            // Its own target folder, whatever the host's build uses.
             .env_remove("CARGO_TARGET_DIR")
-            .env_remove("CARGO_BUILD_TARGET")
             .output()
             .expect("agent-host starts");
         assert!(

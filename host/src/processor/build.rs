@@ -27,6 +27,8 @@ pub struct BuildOptions {
     pub debug: bool,
     /// Cargo prints only errors.
     pub quiet: bool,
+    /// Refuse, before building, a path that holds more than one processor.
+    pub single: bool,
 }
 
 /// One component written.
@@ -115,6 +117,15 @@ pub fn build(options: &BuildOptions) -> Result<Vec<Built>> {
             manifest.display()
         );
     }
+    if options.single && chosen.len() > 1 {
+        let names: Vec<&str> = chosen.iter().map(|p| p.name.as_str()).collect();
+        bail!(
+            "{} holds {} processors ({}); give one crate's folder",
+            manifest.display(),
+            chosen.len(),
+            names.join(", ")
+        );
+    }
 
     let mut cmd = Command::new(&cargo);
     cmd.current_dir(dir)
@@ -125,6 +136,16 @@ pub fn build(options: &BuildOptions) -> Result<Vec<Built>> {
         .arg(&manifest)
         .arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped());
+    // Flags meant for the host (a linker, a CPU) break a WebAssembly build;
+    // flags for processors go in CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+    ] {
+        cmd.env_remove(var);
+    }
     if !options.debug {
         cmd.arg("--release");
     }
@@ -158,6 +179,12 @@ pub fn build(options: &BuildOptions) -> Result<Vec<Built>> {
         );
     }
 
+    for p in &chosen {
+        if !modules.iter().any(|(name, _)| name == p.name.as_str()) {
+            bail!("cargo built no WebAssembly module for {}", p.name);
+        }
+    }
+
     let out_dir = options.out_dir.clone().unwrap_or_else(|| {
         metadata
             .target_directory
@@ -170,13 +197,14 @@ pub fn build(options: &BuildOptions) -> Result<Vec<Built>> {
     for (name, module) in modules {
         let bytes =
             std::fs::read(&module).with_context(|| format!("cannot read {}", module.display()))?;
-        let component = componentize(&bytes).with_context(|| {
-            format!(
-                "cannot turn {} into a component (is it built with agent-host-guest and \
-                 `export_processor!`?)",
-                module.display()
-            )
-        })?;
+        if !exports_processor(&bytes) {
+            bail!(
+                "{name} does not export a processor: add \
+                 `agent_host_guest::export_processor!(YourType);` to its src/lib.rs"
+            );
+        }
+        let component = componentize(&bytes)
+            .with_context(|| format!("cannot turn {} into a component", module.display()))?;
         let path = out_dir.join(format!("{name}.wasm"));
         write_atomically(&path, &component)?;
         built.push(Built {
@@ -197,6 +225,20 @@ pub fn componentize(module: &[u8]) -> Result<Vec<u8>> {
         .encode()
 }
 
+/// Whether a module built with wit-bindgen exports the `processor`
+/// interface: its component-type section names what the bindings export.
+fn exports_processor(module: &[u8]) -> bool {
+    let Ok((_, bindgen)) = wit_component::metadata::decode(module) else {
+        return false;
+    };
+    let resolve = &bindgen.resolve;
+    resolve.worlds[bindgen.world].exports.keys().any(|key| {
+        resolve
+            .name_world_key(key)
+            .starts_with("agent-host:history/processor@")
+    })
+}
+
 /// Writes through a temporary file and a rename, so a reader never sees half
 /// a component.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -205,6 +247,14 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("cannot write in {}", dir.display()))?;
     std::io::Write::write_all(&mut tmp, bytes)
         .with_context(|| format!("cannot write {}", path.display()))?;
+    // Readable by whoever runs it (a temporary file starts as 0600).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     tmp.persist(path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())

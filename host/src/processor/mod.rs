@@ -75,6 +75,7 @@ pub fn run(command: ProcessorCommand, out: &mut dyn Write) -> anyhow::Result<()>
                 packages,
                 debug,
                 quiet,
+                single: false,
             })?;
             if !quiet {
                 for b in &built {
@@ -90,11 +91,13 @@ pub fn run(command: ProcessorCommand, out: &mut dyn Write) -> anyhow::Result<()>
             Ok(())
         }
         ProcessorCommand::New { name, path, sdk } => {
-            let dir = scaffold(&NewOptions { name, path, sdk })?;
+            let (dir, sdk) = scaffold(&NewOptions { name, path, sdk })?;
             writeln!(
                 out,
-                "created {0}\nnext: cd {0} && cargo test && agent-host processor build",
-                dir.display()
+                "created {0} (it depends on the SDK at {1})\nnext: cd {0} && cargo test && \
+                 agent-host processor build",
+                dir.display(),
+                sdk.display()
             )?;
             Ok(())
         }

@@ -17,8 +17,8 @@ pub struct NewOptions {
     pub sdk: Option<PathBuf>,
 }
 
-/// Creates the crate and returns its folder.
-pub fn scaffold(options: &NewOptions) -> Result<PathBuf> {
+/// Creates the crate; returns its folder and the SDK it depends on.
+pub fn scaffold(options: &NewOptions) -> Result<(PathBuf, PathBuf)> {
     let name = options.name.as_str();
     check_name(name)?;
     let dir = options.path.clone().unwrap_or_else(|| PathBuf::from(name));
@@ -59,7 +59,7 @@ pub fn scaffold(options: &NewOptions) -> Result<PathBuf> {
         let path = dir.join(file);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(dir)
+    Ok((dir, sdk))
 }
 
 /// A crate name cargo accepts, which is also a file name everywhere.
@@ -74,8 +74,72 @@ fn check_name(name: &str) -> Result<()> {
              starting with a letter"
         );
     }
+    if RESERVED.contains(&name.replace('-', "_").as_str()) {
+        bail!("`{name}` is a Rust keyword or a standard crate's name; choose another");
+    }
     Ok(())
 }
+
+/// Names a crate cannot have: Rust's keywords (reserved ones included) and
+/// the crates every Rust program can already name.
+const RESERVED: &[&str] = &[
+    "abstract",
+    "alloc",
+    "as",
+    "async",
+    "await",
+    "become",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "core",
+    "crate",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "proc_macro",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "std",
+    "struct",
+    "super",
+    "test",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+];
 
 /// A TOML basic string.
 fn toml_string(s: &str) -> String {
@@ -92,9 +156,11 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// `drop-errors` becomes `DropErrors`.
+/// `drop-errors` becomes `DropErrorsProcessor`: the suffix keeps it clear of
+/// the template's other names (`Config`, `History`, `Error`...).
 fn type_name(name: &str) -> String {
-    name.split(['-', '_'])
+    let mut ty: String = name
+        .split(['-', '_'])
         .filter(|w| !w.is_empty())
         .map(|w| {
             let mut cs = w.chars();
@@ -102,7 +168,9 @@ fn type_name(name: &str) -> String {
                 .map(|c| c.to_ascii_uppercase().to_string() + cs.as_str())
                 .unwrap_or_default()
         })
-        .collect()
+        .collect();
+    ty.push_str("Processor");
+    ty
 }
 
 fn cargo_toml(name: &str, sdk: &str) -> String {
@@ -228,7 +296,17 @@ mod tests {
 
     #[test]
     fn names_must_be_crate_names() {
-        for bad in ["", "1st", "../evil", "a b", "naïve", &"x".repeat(65)] {
+        for bad in [
+            "",
+            "1st",
+            "../evil",
+            "a b",
+            "naïve",
+            &"x".repeat(65),
+            "fn",
+            "self",
+            "std",
+        ] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
         for good in ["drop-errors", "keep_last", "x"] {
@@ -238,8 +316,11 @@ mod tests {
 
     #[test]
     fn type_names_are_camel_case() {
-        assert_eq!(type_name("drop-errors"), "DropErrors");
-        assert_eq!(type_name("keep_last__2"), "KeepLast2");
+        assert_eq!(type_name("drop-errors"), "DropErrorsProcessor");
+        assert_eq!(type_name("keep_last__2"), "KeepLast2Processor");
+        // Names that would clash with the template's own items.
+        assert_eq!(type_name("config"), "ConfigProcessor");
+        assert_eq!(type_name("error"), "ErrorProcessor");
     }
 
     #[test]

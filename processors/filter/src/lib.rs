@@ -123,16 +123,14 @@ impl Processor for Filter {
             agent_host_guest::info!("no condition set: kept all {n} messages");
             return Ok(());
         }
-        // Only `tools` needs to know which call a result answers.
-        let callers = match conditions.tools.is_empty() {
+        // Only `tools` needs to know which tool a result comes from.
+        let names = match conditions.tools.is_empty() {
             true => Vec::new(),
-            false => history.tool_callers(),
+            false => history.tool_names(),
         };
-        let messages = history.messages();
         let mut matched = Vec::with_capacity(n);
-        for (i, m) in messages.iter().enumerate() {
-            let caller = callers.get(i).copied().flatten().map(|c| &messages[c]);
-            matched.push(conditions.matches(m, result_tool(m, caller)));
+        for (i, m) in history.messages().iter().enumerate() {
+            matched.push(conditions.matches(m, names.get(i).copied().flatten()));
         }
         let mut count = 0;
         for (i, &matched) in matched.iter().enumerate() {
@@ -235,7 +233,7 @@ impl<'c> Conditions<'c> {
     }
 
     /// Whether `m` passes every condition. `result_of` is the tool whose
-    /// result `m` is (see [`result_tool`]).
+    /// result `m` is (see `History::tool_names`).
     fn matches(&self, m: &Message, result_of: Option<&str>) -> bool {
         if self.roles != 0 && self.roles & role_bit(m.role) == 0 {
             return false;
@@ -411,20 +409,6 @@ fn bound(key: &str, text: Option<&str>, now: Timestamp) -> Result<Option<(i64, u
     let time = agent_host_core::query::parse_time(text, now)
         .map_err(|e| Error::bad_config(format!("`{key}`: {e}")))?;
     Ok(Some((time.timestamp(), time.timestamp_subsec_nanos())))
-}
-
-/// The tool whose result `m` is, when it is one: its own `tool_name`, or
-/// the name in the call it answers (in `caller`).
-fn result_tool<'m>(m: &'m Message, caller: Option<&'m Message>) -> Option<&'m str> {
-    if m.role != Role::Tool {
-        return None;
-    }
-    if let Some(name) = &m.tool_name {
-        return Some(name);
-    }
-    let id = m.tool_call_id.as_deref()?;
-    let call = caller?.tool_calls.iter().find(|c| c.id == id)?;
-    Some(&call.name)
 }
 
 #[cfg(test)]

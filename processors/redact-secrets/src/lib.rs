@@ -14,9 +14,11 @@
 //!
 //! What it leaves out: image and file parts, tool names, tool-call ids and
 //! metadata are not scanned; reasoning marked `redacted` (the provider's
-//! opaque data) is not touched. When it replaces a secret in readable
-//! reasoning, the reasoning's signature is kept as it was (a provider that
-//! checks it will see the change). Nothing is decoded first: a secret inside
+//! opaque data) is not touched. Readable reasoning with a secret is redacted
+//! in place when it has no signature; signed reasoning (Anthropic's thinking
+//! blocks) cannot be edited without the provider refusing it, so when it holds
+//! a secret the whole reasoning is dropped instead (and the log says so).
+//! Nothing is decoded first: a secret inside
 //! base64 or percent-encoding is not found.
 //!
 //! # Configuration
@@ -265,6 +267,7 @@ impl Processor for RedactSecrets {
         let redactor = Redactor::new(&config)?;
         let mut counts = vec![0; redactor.kind_count()];
         let mut changed = 0;
+        let mut signed_dropped = 0;
         for i in 0..history.len() {
             // Texts are redacted from the input first, so a message with no
             // secret is never asked for mutably (that would replace it).
@@ -278,14 +281,33 @@ impl Processor for RedactSecrets {
                 continue;
             }
             changed += 1;
+            let m = history.message_mut(i);
+            // In `texts()`, readable reasoning comes right after the pieces.
+            let reasoning_at = m.text_pieces().count();
+            let signed_hit = m
+                .reasoning
+                .as_ref()
+                .is_some_and(|r| !r.redacted && r.signature.is_some())
+                && redacted.iter().any(|(t, _)| *t == reasoning_at);
             let mut redacted = redacted.into_iter().peekable();
-            for (t, text) in history.message_mut(i).texts_mut().enumerate() {
+            for (t, text) in m.texts_mut().enumerate() {
                 if let Some((_, new)) = redacted.next_if(|(r, _)| *r == t) {
                     *text = new;
                 }
             }
+            if signed_hit {
+                m.reasoning = None;
+                signed_dropped += 1;
+            }
         }
         agent_host_guest::info!("{}", summary(&redactor, &counts, changed, history.len()));
+        if signed_dropped > 0 {
+            agent_host_guest::info!(
+                "dropped the signed reasoning of {signed_dropped} {}: it held a secret and a \
+                 signed block cannot be edited",
+                plural(signed_dropped, "message")
+            );
+        }
         Ok(())
     }
 }
@@ -381,12 +403,8 @@ mod tests {
             m[1].content,
             "my key is [REDACTED:openai-key] and my ssh key:\n[REDACTED:private-key]"
         );
-        let thinking = m[2].reasoning.as_ref().unwrap();
-        assert_eq!(
-            thinking.text,
-            "The user pasted [REDACTED:openai-key] by mistake."
-        );
-        assert_eq!(thinking.signature.as_deref(), Some("sig"));
+        // Signed: it cannot be edited, so it goes.
+        assert_eq!(m[2].reasoning, None);
         assert!(
             m[2].tool_calls[0]
                 .arguments

@@ -45,7 +45,7 @@ impl Processor for TokenBudget {
             Some(n) => n,
             None => u64::from(history.context().budget),
         };
-        let cut = fit(history.messages(), &history.tool_callers(), budget);
+        let cut = fit(history.messages(), history.tool_callers(), budget);
         let mut dropped = 0;
         for i in 0..cut.start {
             if history.messages()[i].role != Role::System {
