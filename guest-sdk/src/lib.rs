@@ -74,11 +74,14 @@
 //! # Configuration
 //!
 //! The user's JSON configuration is deserialised with serde into
-//! [`Processor::Config`]. No configuration, `{}`-less or `null`, gives
-//! `Config::default()`; a configuration that does not deserialise fails the
-//! call with [`Error::BadConfig`] carrying serde's message (which names the
-//! field and the position). Processors without settings use [`NoConfig`],
-//! which accepts `{}` and refuses any key.
+//! [`Processor::Config`]. When the user gives none the host passes `{}`, so
+//! give the struct `#[serde(default)]` (an empty or `null` text also gives
+//! `Config::default()`). A configuration that does not deserialise fails the
+//! call with [`Error::BadConfig`]: serde's message, prefixed with the key it
+//! is about (`` `turns`: invalid type: string "four", expected usize ``).
+//! Add `#[serde(deny_unknown_fields)]` so that a misspelt key is an error, not
+//! a silent default. Processors without settings use [`NoConfig`], which
+//! accepts `{}` and refuses any key.
 //!
 //! # Cost
 //!
