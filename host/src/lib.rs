@@ -1,8 +1,8 @@
 //! agent-host: the session and context engine for LLM agents.
 //!
 //! This crate is the host side: reading histories from files, the sandboxed
-//! WebAssembly processor [`runtime`], the command-line interface, and (as the
-//! project grows) the session stores and the model providers. All pure logic (the
+//! WebAssembly processor [`runtime`], the session [`store`]s, the command-line
+//! interface, and (as the project grows) the model providers. All pure logic (the
 //! message model, formats, token estimation) lives in [`agent_host_core`],
 //! which this crate re-exports as [`core`].
 //!
@@ -16,3 +16,4 @@ pub mod input;
 pub mod processor;
 pub mod run;
 pub mod runtime;
+pub mod store;

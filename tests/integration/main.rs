@@ -4,4 +4,5 @@ mod cli;
 mod processors;
 mod run;
 mod runtime;
+mod store;
 mod util;

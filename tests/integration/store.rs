@@ -1,0 +1,1080 @@
+//! The session stores: first the contract every backend keeps (run against
+//! each backend by `contract_tests!`), then the file store's own promises:
+//! the leftovers of a crash, hostile keys, permissions, and several
+//! processes appending to one session at once.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_host::core::{Checkpoint, Message};
+use agent_host::store::names::file_name;
+use agent_host::store::{
+    DEFAULT_AGENT, FileStore, MAX_PAGE_LIMIT, NewSession, PageRequest, SessionRef, SessionStore,
+    StoreError,
+};
+use chrono::{DateTime, TimeZone, Utc};
+
+/// A clock the tests move by hand.
+#[derive(Clone)]
+pub struct TestClock(Arc<AtomicI64>);
+
+impl TestClock {
+    fn new() -> Self {
+        TestClock(Arc::new(AtomicI64::new(0)))
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        let start = Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap();
+        start + chrono::TimeDelta::seconds(self.0.load(Ordering::SeqCst))
+    }
+
+    fn advance(&self, seconds: i64) {
+        self.0.fetch_add(seconds, Ordering::SeqCst);
+    }
+
+    /// The clock as a store takes it.
+    fn source(&self) -> impl Fn() -> DateTime<Utc> + Send + Sync + 'static {
+        let clock = self.clone();
+        move || clock.now()
+    }
+}
+
+/// One turn: a user message, an assistant tool call and its result, with ids
+/// and sizes that depend on `who` and `n`, so that a mixed-up byte shows.
+fn turn(who: usize, n: usize) -> Vec<Message> {
+    let id = |k: usize| format!("w{who}-t{n}-m{k}");
+    let pad = |k: usize| {
+        let len = 200 + (who * 977 + n * 131 + k * 53) % 3000;
+        format!("{} {}", id(k), "x".repeat(len))
+    };
+    let call = format!("call-{who}-{n}");
+    let user = Message::user(pad(0)).with_id(id(0));
+    let mut assistant = Message::assistant(pad(1)).with_id(id(1));
+    assistant.push_tool_call(&call, "ls", r#"{"path":"/tmp"}"#);
+    let result = Message::tool_result(&call, "ls", pad(2)).with_id(id(2));
+    vec![user, assistant, result]
+}
+
+fn keyed(key: &str) -> NewSession {
+    NewSession::new(DEFAULT_AGENT).with_key(key)
+}
+
+/// Opens a backend in a fresh folder, reading a test clock.
+type Open = fn(&Path, &TestClock) -> Box<dyn SessionStore>;
+
+/// Runs each named test of [`contract`] against one backend.
+macro_rules! contract_tests {
+    ($backend:ident, $open:expr, [$($test:ident),* $(,)?]) => {
+        mod $backend {
+            $(
+                #[test]
+                fn $test() {
+                    let dir = tempfile::tempdir().expect("a temporary folder");
+                    let clock = super::TestClock::new();
+                    let open: super::Open = $open;
+                    let store = open(dir.path(), &clock);
+                    super::contract::$test(&*store, &clock);
+                }
+            )*
+        }
+    };
+}
+
+contract_tests!(
+    file,
+    |dir, clock| Box::new(
+        agent_host::store::FileStore::open(dir.join("store"))
+            .expect("the store opens")
+            .with_clock(clock.source())
+    ),
+    [
+        round_trip,
+        get_or_create_opens_what_exists,
+        paging_newest_first,
+        rename_sets_and_removes_the_title,
+        delete_removes_everything,
+        clear_keeps_the_session,
+        cleanup_removes_idle_sessions_only,
+        checkpoints_are_kept_in_order,
+        hostile_keys_round_trip,
+        get_or_create_races_make_one_session,
+        threads_append_whole_turns,
+    ]
+);
+
+/// What every backend must do, whatever it stores in.
+mod contract {
+    use super::*;
+
+    pub fn round_trip(store: &dyn SessionStore, clock: &TestClock) {
+        let created = store
+            .create(&NewSession::new("coder").with_title("Fix CI"))
+            .unwrap();
+        assert_eq!(created.message_count, 0);
+        assert_eq!(
+            (created.agent.as_str(), created.key.as_deref()),
+            ("coder", None)
+        );
+        assert_eq!(created.created, clock.now());
+        let session = created.reference();
+
+        clock.advance(10);
+        let mut first = vec![Message::system("Be terse.").with_id("s0")];
+        first[0].timestamp = Some(clock.now());
+        first.push(Message::user("List /tmp").with_id("u1"));
+        store.append(&session, &first).unwrap();
+        clock.advance(5);
+        let mut second = turn(0, 1);
+        second[1].model = Some("gpt-4o".into());
+        second[1]
+            .metadata
+            .insert("trace".into(), serde_json::json!({"span": 3}));
+        let meta = store.append(&session, &second).unwrap();
+        assert_eq!(meta.message_count, 5);
+        assert_eq!(meta.updated, clock.now());
+        assert_eq!(meta.created, created.created);
+        assert_eq!(meta.title.as_deref(), Some("Fix CI"));
+
+        let history = store.load(&session).unwrap();
+        let all: Vec<Message> = first.into_iter().chain(second).collect();
+        assert_eq!(history.messages, all);
+        assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+        assert_eq!(history.meta, meta);
+        assert_eq!(store.get(&session).unwrap(), Some(meta.clone()));
+
+        // An empty turn writes nothing.
+        clock.advance(5);
+        assert_eq!(store.append(&session, &[]).unwrap(), meta);
+        assert_eq!(store.load(&session).unwrap().messages.len(), 5);
+        // The header core works with says the same.
+        assert_eq!(meta.header().agent.as_deref(), Some("coder"));
+    }
+
+    pub fn get_or_create_opens_what_exists(store: &dyn SessionStore, clock: &TestClock) {
+        let new = keyed("telegram:123456").with_title("first title");
+        let opened = store.get_or_create(&new).unwrap();
+        assert!(opened.created);
+        assert_eq!(opened.meta.key.as_deref(), Some("telegram:123456"));
+        assert_eq!(opened.meta.title.as_deref(), Some("first title"));
+        store.append(&opened.meta.reference(), &turn(0, 0)).unwrap();
+
+        clock.advance(60);
+        let again = store
+            .get_or_create(&keyed("telegram:123456").with_title("ignored"))
+            .unwrap();
+        assert!(!again.created);
+        assert_eq!(again.meta.id, opened.meta.id);
+        assert_eq!(again.meta.title.as_deref(), Some("first title"));
+        assert_eq!(again.meta.message_count, 3);
+
+        // By key, by id: the same session.
+        let by_key = SessionRef::key(DEFAULT_AGENT, "telegram:123456");
+        assert_eq!(store.get(&by_key).unwrap().unwrap().id, opened.meta.id);
+        assert_eq!(store.load(&by_key).unwrap().messages, turn(0, 0));
+
+        // The same chat with another agent is another session.
+        let other = store
+            .get_or_create(&NewSession::new("reviewer").with_key("telegram:123456"))
+            .unwrap();
+        assert!(other.created);
+        assert_ne!(other.meta.id, opened.meta.id);
+        assert_eq!(store.load(&other.meta.reference()).unwrap().messages, []);
+
+        // A key is taken once; create refuses it, and refuses empty names.
+        assert!(matches!(
+            store.create(&keyed("telegram:123456")),
+            Err(StoreError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            store.get_or_create(&NewSession::new(DEFAULT_AGENT)),
+            Err(StoreError::Invalid { .. })
+        ));
+        assert!(matches!(
+            store.create(&keyed("")),
+            Err(StoreError::Invalid { .. })
+        ));
+        assert!(matches!(
+            store.create(&NewSession::new("")),
+            Err(StoreError::Invalid { .. })
+        ));
+
+        // Unknown sessions.
+        let unknown = SessionRef::key(DEFAULT_AGENT, "telegram:999");
+        assert_eq!(store.get(&unknown).unwrap(), None);
+        assert_eq!(
+            store
+                .get(&SessionRef::Id(uuid::Uuid::from_u128(7)))
+                .unwrap(),
+            None
+        );
+        let err = store.load(&unknown).unwrap_err();
+        assert!(matches!(err, StoreError::NotFound(_)), "{err}");
+        assert!(err.to_string().contains("telegram:999"), "{err}");
+        assert!(matches!(
+            store.append(&unknown, &turn(0, 0)),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    pub fn paging_newest_first(store: &dyn SessionStore, clock: &TestClock) {
+        let mut made = Vec::new();
+        for i in 0..7 {
+            clock.advance(1);
+            let agent = if i % 2 == 0 { "even" } else { "odd" };
+            made.push(
+                store
+                    .create(&NewSession::new(agent).with_key(format!("k{i}")))
+                    .unwrap(),
+            );
+        }
+        // An append moves a session to the front.
+        clock.advance(1);
+        store.append(&made[2].reference(), &turn(0, 0)).unwrap();
+        let expected = ["k2", "k6", "k5", "k4", "k3", "k1", "k0"];
+
+        let mut seen = Vec::new();
+        for offset in [0, 3, 6] {
+            let page = store
+                .list(&PageRequest {
+                    offset,
+                    limit: 3,
+                    agent: None,
+                })
+                .unwrap();
+            assert_eq!(page.total, 7);
+            assert!(page.warnings.is_empty());
+            seen.extend(page.sessions.into_iter().map(|m| m.key.unwrap()));
+        }
+        assert_eq!(seen, expected);
+        let listed = store.list(&PageRequest::first(MAX_PAGE_LIMIT)).unwrap();
+        assert_eq!(listed.sessions[0].message_count, 3);
+        let beyond = PageRequest {
+            offset: 7,
+            ..PageRequest::first(5)
+        };
+        assert!(store.list(&beyond).unwrap().sessions.is_empty());
+
+        let odd = store
+            .list(&PageRequest {
+                agent: Some("odd".into()),
+                ..PageRequest::first(10)
+            })
+            .unwrap();
+        assert_eq!(odd.total, 3);
+        let keys: Vec<_> = odd
+            .sessions
+            .iter()
+            .map(|m| m.key.as_deref().unwrap())
+            .collect();
+        assert_eq!(keys, ["k5", "k3", "k1"]);
+
+        for limit in [0, MAX_PAGE_LIMIT + 1] {
+            let err = store.list(&PageRequest::first(limit)).unwrap_err();
+            assert!(matches!(err, StoreError::PageLimit { .. }), "{err}");
+            assert!(err.to_string().contains("1 to 200"), "{err}");
+        }
+    }
+
+    pub fn rename_sets_and_removes_the_title(store: &dyn SessionStore, clock: &TestClock) {
+        let session = store.create(&keyed("slack:C1")).unwrap().reference();
+        clock.advance(30);
+        let renamed = store.rename(&session, Some("Deploy")).unwrap();
+        assert_eq!(renamed.title.as_deref(), Some("Deploy"));
+        assert_eq!(renamed.updated, clock.now());
+        assert_eq!(
+            store.get(&session).unwrap().unwrap().title.as_deref(),
+            Some("Deploy")
+        );
+        assert_eq!(store.rename(&session, None).unwrap().title, None);
+        assert!(matches!(
+            store.rename(&SessionRef::key(DEFAULT_AGENT, "nope"), Some("x")),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    pub fn delete_removes_everything(store: &dyn SessionStore, _: &TestClock) {
+        let kept = store.create(&keyed("kept")).unwrap();
+        let gone = store.create(&keyed("gone")).unwrap();
+        store.append(&gone.reference(), &turn(0, 0)).unwrap();
+        let deleted = store.delete(&gone.reference()).unwrap();
+        assert_eq!(deleted.id, gone.id);
+        assert_eq!(store.get(&gone.reference()).unwrap(), None);
+        assert_eq!(
+            store.get(&SessionRef::key(DEFAULT_AGENT, "gone")).unwrap(),
+            None
+        );
+        assert!(matches!(
+            store.load(&gone.reference()),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.append(&gone.reference(), &turn(0, 1)),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.delete(&gone.reference()),
+            Err(StoreError::NotFound(_))
+        ));
+        let listed = store.list(&PageRequest::first(10)).unwrap();
+        assert_eq!(ids_of(&listed.sessions), [kept.id]);
+
+        // The key is free again, for a new, empty session.
+        let again = store.get_or_create(&keyed("gone")).unwrap();
+        assert!(again.created);
+        assert_ne!(again.meta.id, gone.id);
+        assert!(
+            store
+                .load(&again.meta.reference())
+                .unwrap()
+                .messages
+                .is_empty()
+        );
+    }
+
+    pub fn clear_keeps_the_session(store: &dyn SessionStore, clock: &TestClock) {
+        let created = store.create(&keyed("chat").with_title("Title")).unwrap();
+        let session = created.reference();
+        store.append(&session, &turn(0, 0)).unwrap();
+        store
+            .write_checkpoint(&session, &checkpoint(clock, "s"))
+            .unwrap();
+        clock.advance(1);
+        let cleared = store.clear(&session).unwrap();
+        assert_eq!(cleared.message_count, 0);
+        assert!(cleared.checkpoints.is_empty());
+        assert_eq!(
+            (cleared.id, cleared.key.as_deref(), cleared.title.as_deref()),
+            (created.id, Some("chat"), Some("Title"))
+        );
+        assert_eq!(cleared.updated, clock.now());
+        assert!(store.load(&session).unwrap().messages.is_empty());
+        store.append(&session, &turn(0, 1)).unwrap();
+        let history = store.load(&session).unwrap();
+        assert_eq!(history.messages, turn(0, 1));
+        assert!(history.warnings.is_empty());
+    }
+
+    pub fn cleanup_removes_idle_sessions_only(store: &dyn SessionStore, clock: &TestClock) {
+        let old = store.create(&keyed("old")).unwrap();
+        clock.advance(3600);
+        let middle = store.create(&keyed("middle")).unwrap();
+        clock.advance(3600);
+        let fresh = store.create(&keyed("fresh")).unwrap();
+        clock.advance(600);
+        let now = clock.now();
+
+        assert!(
+            store
+                .cleanup(Duration::from_secs(3 * 3600), now)
+                .unwrap()
+                .is_empty()
+        );
+        let removed = store.cleanup(Duration::from_secs(5400), now).unwrap();
+        assert_eq!(ids_of(&removed), [old.id]);
+        store.append(&middle.reference(), &turn(0, 0)).unwrap();
+        // Idle exactly that long is not idle longer.
+        assert!(
+            store
+                .cleanup(Duration::from_secs(600), clock.now())
+                .unwrap()
+                .is_empty()
+        );
+        clock.advance(1);
+        let removed = store
+            .cleanup(Duration::from_secs(600), clock.now())
+            .unwrap();
+        assert_eq!(ids_of(&removed), [fresh.id]);
+        let listed = store.list(&PageRequest::first(10)).unwrap();
+        assert_eq!(ids_of(&listed.sessions), [middle.id]);
+        // An idle time beyond the calendar removes nothing.
+        assert!(
+            store
+                .cleanup(Duration::MAX, clock.now())
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    pub fn checkpoints_are_kept_in_order(store: &dyn SessionStore, clock: &TestClock) {
+        let session = store.create(&keyed("long")).unwrap().reference();
+        store.append(&session, &turn(0, 0)).unwrap();
+        let first = checkpoint(clock, "1");
+        store.write_checkpoint(&session, &first).unwrap();
+        clock.advance(10);
+        let second = checkpoint(clock, "2");
+        let meta = store.write_checkpoint(&session, &second).unwrap();
+        assert_eq!(meta.checkpoints, [first.clone(), second.clone()]);
+        assert_eq!(meta.updated, clock.now());
+        assert_eq!(meta.header().latest_checkpoint(), Some(&second));
+        assert_eq!(
+            store.get(&session).unwrap().unwrap().checkpoints,
+            [first.clone(), second.clone()]
+        );
+        let history = store.load(&session).unwrap();
+        assert_eq!(history.meta.checkpoints, [first, second]);
+        assert_eq!(history.messages.len(), 3);
+    }
+
+    pub fn hostile_keys_round_trip(store: &dyn SessionStore, _: &TestClock) {
+        let mut seen = HashSet::new();
+        for (i, key) in super::hostile_keys().iter().enumerate() {
+            let opened = store.get_or_create(&keyed(key)).unwrap();
+            assert!(opened.created, "{key:?} found another session");
+            assert!(seen.insert(opened.meta.id));
+            let session = SessionRef::key(DEFAULT_AGENT, key.clone());
+            store.append(&session, &turn(i, 0)).unwrap();
+            let history = store.load(&session).unwrap();
+            assert_eq!(history.meta.key.as_deref(), Some(key.as_str()));
+            assert_eq!(history.messages, turn(i, 0), "{key:?}");
+        }
+        let listed = store.list(&PageRequest::first(MAX_PAGE_LIMIT)).unwrap();
+        let keys: HashSet<_> = listed
+            .sessions
+            .into_iter()
+            .map(|m| m.key.unwrap())
+            .collect();
+        assert_eq!(keys, super::hostile_keys().into_iter().collect());
+    }
+
+    pub fn get_or_create_races_make_one_session(store: &dyn SessionStore, _: &TestClock) {
+        let opened: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| store.get_or_create(&keyed("race")).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(opened.iter().filter(|o| o.created).count(), 1);
+        assert!(opened.iter().all(|o| o.meta.id == opened[0].meta.id));
+    }
+
+    pub fn threads_append_whole_turns(store: &dyn SessionStore, _: &TestClock) {
+        let session = store.create(&keyed("busy")).unwrap().reference();
+        std::thread::scope(|s| {
+            for who in 0..4 {
+                let session = &session;
+                s.spawn(move || {
+                    for n in 0..10 {
+                        store.append(session, &turn(who, n)).unwrap();
+                        if n % 3 == 0 {
+                            let seen = store.load(session).unwrap();
+                            assert!(seen.warnings.is_empty(), "{:?}", seen.warnings);
+                        }
+                    }
+                });
+            }
+        });
+        let history = store.load(&session).unwrap();
+        assert_whole_turns(&history.messages, 4, 10);
+        assert_eq!(history.meta.message_count, 120);
+    }
+
+    fn checkpoint(clock: &TestClock, tag: &str) -> Checkpoint {
+        Checkpoint {
+            boundary_id: format!("b{tag}"),
+            summary_id: format!("s{tag}"),
+            covers: vec!["w0-t0-m0".into(), "w0-t0-m1".into()],
+            created: clock.now(),
+        }
+    }
+
+    fn ids_of(metas: &[agent_host::store::SessionMeta]) -> Vec<uuid::Uuid> {
+        metas.iter().map(|m| m.id).collect()
+    }
+}
+
+/// Checks that `messages` are `writers` × `turns` whole turns of [`turn`],
+/// each writer's in order, interleaved only between turns.
+fn assert_whole_turns(messages: &[Message], writers: usize, turns: usize) {
+    assert_eq!(messages.len(), writers * turns * 3);
+    let mut next = vec![0; writers];
+    for chunk in messages.chunks(3) {
+        let (who, _) = turn_of(&chunk[0].id);
+        assert_eq!(
+            chunk,
+            turn(who, next[who]),
+            "writer {who}, turn {}",
+            next[who]
+        );
+        next[who] += 1;
+    }
+    assert!(next.iter().all(|&n| n == turns), "{next:?}");
+}
+
+/// Keys that try to leave the folder, hide, clash or break a file system.
+fn hostile_keys() -> Vec<String> {
+    let mut keys: Vec<String> = [
+        "..",
+        ".",
+        "../../etc/passwd",
+        "/etc/passwd",
+        "a\\..\\b",
+        "C:\\Windows\\win.ini",
+        "nul\0byte",
+        "bell\x07\n\r\t",
+        " ",
+        ".hidden",
+        "trailing.",
+        "trailing ",
+        "CON",
+        "con",
+        "Con.txt",
+        "AUX",
+        "nul.tar.gz",
+        "COM1",
+        "lpt9.log",
+        "telegram:123456",
+        "telegram/123456",
+        "telegram_123456",
+        "Telegram_123456",
+        "日本語",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    keys.push("k".repeat(100_000));
+    keys.push(format!("{}x", "k".repeat(100_000)));
+    keys
+}
+
+fn open(dir: &Path, clock: &TestClock) -> FileStore {
+    FileStore::open(dir.join("store"))
+        .expect("the store opens")
+        .with_clock(clock.source())
+}
+
+/// A fresh file store with one session holding `turns` turns of writer 0.
+fn store_with(turns: usize) -> (tempfile::TempDir, FileStore, SessionRef, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), &TestClock::new());
+    let session = store.create(&keyed("chat")).unwrap().reference();
+    for n in 0..turns {
+        store.append(&session, &turn(0, n)).unwrap();
+    }
+    let log = store.files(&session).unwrap().log;
+    (dir, store, session, log)
+}
+
+fn append_raw(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(bytes).unwrap();
+}
+
+fn all_turns(n: usize) -> Vec<Message> {
+    (0..n).flat_map(|t| turn(0, t)).collect()
+}
+
+#[test]
+fn layout_and_file_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), &TestClock::new());
+    let session = store
+        .create(&NewSession::new("my agent").with_key("telegram:123456"))
+        .unwrap()
+        .reference();
+    store.append(&session, &turn(0, 0)).unwrap();
+    let files = store.files(&session).unwrap();
+    let agent_dir = dir
+        .path()
+        .join("store/sessions")
+        .join(file_name("my agent"));
+    assert!(file_name("my agent").starts_with("my_agent+"));
+    let name = file_name("telegram:123456");
+    assert_eq!(name, "telegram_123456+8fdd794b795199df");
+    assert_eq!(files.log, agent_dir.join(format!("{name}.jsonl")));
+    assert_eq!(files.meta, agent_dir.join(format!("{name}.meta.json")));
+    assert_eq!(
+        files.sidecar,
+        agent_dir.join(format!("{name}.jsonl.corrupt"))
+    );
+    assert_eq!(files.media, agent_dir.join(format!("{name}_media")));
+    assert_eq!(store.media_dir(&session).unwrap(), files.media);
+    assert!(files.media.is_dir());
+
+    // One message per line, in core's native format.
+    let log = std::fs::read_to_string(&files.log).unwrap();
+    assert_eq!(log, agent_host::core::format::jsonl::to_string(&turn(0, 0)));
+    // The whole key, in readable metadata.
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files.meta).unwrap()).unwrap();
+    assert_eq!(meta["key"], "telegram:123456");
+    assert_eq!(meta["agent"], "my agent");
+    assert_eq!(meta["message_count"], 3);
+    assert_eq!(meta["version"], 1);
+
+    // An anonymous session is named by its id.
+    let anonymous = store.create(&NewSession::new("my agent")).unwrap();
+    let files = store.files(&anonymous.reference()).unwrap();
+    assert_eq!(files.log, agent_dir.join(format!("{}.jsonl", anonymous.id)));
+    // And is found by id from a fresh store (another process, a restart).
+    let reopened = open(dir.path(), &TestClock::new());
+    assert_eq!(
+        reopened.get(&anonymous.reference()).unwrap(),
+        Some(anonymous)
+    );
+    assert_eq!(reopened.load(&session).unwrap().messages, turn(0, 0));
+}
+
+#[test]
+fn hostile_keys_and_agents_stay_under_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), &TestClock::new());
+    let sessions = dir.path().join("store/sessions");
+    let mut logs = HashSet::new();
+    let agents = ["..", "../..", "/", "CON", "a/b", "default"];
+    for agent in agents {
+        for key in hostile_keys() {
+            let session = store
+                .create(&NewSession::new(agent).with_key(key.clone()))
+                .unwrap()
+                .reference();
+            store.append(&session, &turn(0, 0)).unwrap();
+            store.media_dir(&session).unwrap();
+            let files = store.files(&session).unwrap();
+            // Directly inside the agent's folder, which is directly inside sessions/.
+            let agent_dir = files.log.parent().unwrap();
+            assert_eq!(agent_dir.parent().unwrap(), sessions, "{agent:?} {key:?}");
+            assert_eq!(files.meta.parent().unwrap(), agent_dir);
+            assert_eq!(files.media.parent().unwrap(), agent_dir);
+            let name = files.log.file_name().unwrap().to_str().unwrap();
+            assert!(name.len() < 200, "{key:?}: {name}");
+            assert!(!name.starts_with('.'), "{key:?}: {name}");
+            assert!(
+                logs.insert(files.log.clone()),
+                "{agent:?} {key:?} shares a file"
+            );
+        }
+    }
+    // Nothing was written anywhere but under the store's sessions folder.
+    let mut top: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["store"]);
+    let agent_dirs = std::fs::read_dir(&sessions).unwrap().count();
+    assert_eq!(agent_dirs, agents.len());
+    let listed = store.list(&PageRequest::first(MAX_PAGE_LIMIT)).unwrap();
+    assert_eq!(listed.total, agents.len() * hostile_keys().len());
+}
+
+#[test]
+fn a_file_holding_another_key_is_a_clash_not_a_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), &TestClock::new());
+    let session = store.create(&keyed("a:b")).unwrap().reference();
+    store.append(&session, &turn(0, 0)).unwrap();
+    // Make the file of another key hold this session (as a hash collision would).
+    let files = store.files(&session).unwrap();
+    let stolen = files
+        .meta
+        .with_file_name(format!("{}.meta.json", file_name("victim")));
+    std::fs::copy(&files.meta, &stolen).unwrap();
+    let err = store.get_or_create(&keyed("victim")).unwrap_err();
+    assert!(matches!(err, StoreError::NameClash { .. }), "{err}");
+    assert!(err.to_string().contains("\"a:b\""), "{err}");
+    let err = store
+        .append(&SessionRef::key(DEFAULT_AGENT, "victim"), &turn(0, 1))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NameClash { .. }), "{err}");
+    assert_eq!(store.load(&session).unwrap().messages, turn(0, 0));
+}
+
+#[test]
+fn torn_tail_is_moved_aside_and_the_log_made_whole() {
+    let (_dir, store, session, log) = store_with(2);
+    let whole = std::fs::read(&log).unwrap();
+    let tail = br#"{"type":"user","id":"w0-t2-m0","content":"half a li"#;
+    append_raw(&log, tail);
+
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.messages, all_turns(2));
+    assert_eq!(history.warnings.len(), 1, "{:?}", history.warnings);
+    let warning = &history.warnings[0];
+    assert_eq!(warning.line, Some(7));
+    assert_eq!(warning.offset, Some(whole.len() as u64));
+    let shown = warning.to_string();
+    assert!(shown.contains("chat.jsonl:7"), "{shown}");
+    assert!(
+        shown.contains("torn") && shown.contains(".corrupt"),
+        "{shown}"
+    );
+
+    // The log is whole again; the tail is in the sidecar with its offset.
+    assert_eq!(std::fs::read(&log).unwrap(), whole);
+    let sidecar = std::fs::read(store.files(&session).unwrap().sidecar).unwrap();
+    let (header, rest) = sidecar.split_at(sidecar.iter().position(|&b| b == b'\n').unwrap() + 1);
+    let header: serde_json::Value = serde_json::from_slice(header).unwrap();
+    assert_eq!(header["offset"], whole.len());
+    assert_eq!(header["len"], tail.len());
+    assert_eq!(header["line"], 7);
+    assert_eq!(header["kind"], "torn-tail");
+    assert_eq!(rest, [tail.as_slice(), b"\n"].concat());
+
+    // Once is enough: the next load is clean and the sidecar unchanged.
+    let again = store.load(&session).unwrap();
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+    store.append(&session, &turn(0, 2)).unwrap();
+    assert_eq!(store.load(&session).unwrap().messages, all_turns(3));
+    assert_eq!(
+        std::fs::read(store.files(&session).unwrap().sidecar).unwrap(),
+        sidecar
+    );
+}
+
+#[test]
+fn an_append_never_glues_onto_a_torn_tail() {
+    // Regression guard: without the check before writing, the next record
+    // would continue the torn line and both would be lost to the parser.
+    let (_dir, store, session, log) = store_with(1);
+    append_raw(&log, br#"{"type":"assistant","id":"torn","con"#);
+    store.append(&session, &turn(0, 1)).unwrap();
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.messages, all_turns(2));
+    assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+    let sidecar = std::fs::read_to_string(store.files(&session).unwrap().sidecar).unwrap();
+    assert!(
+        sidecar.contains(r#"{"type":"assistant","id":"torn","con"#),
+        "{sidecar}"
+    );
+}
+
+#[test]
+fn nul_filled_tail_is_cut() {
+    let (_dir, store, session, log) = store_with(2);
+    let whole = std::fs::read(&log).unwrap();
+    append_raw(&log, &[0; 4096]);
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.messages, all_turns(2));
+    assert_eq!(history.warnings.len(), 1);
+    assert!(
+        history.warnings[0].detail.contains("4096 NUL bytes"),
+        "{}",
+        history.warnings[0]
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), whole);
+    store.append(&session, &turn(0, 2)).unwrap();
+    assert_eq!(store.load(&session).unwrap().messages, all_turns(3));
+}
+
+#[test]
+fn missing_newline_between_two_records_keeps_both() {
+    let (_dir, store, session, log) = store_with(0);
+    let text = agent_host::core::format::jsonl::to_string(&turn(0, 0));
+    let glued = text.replacen('\n', "", 1);
+    append_raw(&log, glued.as_bytes());
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.messages, turn(0, 0));
+    // The glued line, and the count the raw write left behind.
+    assert_eq!(history.warnings.len(), 2, "{:?}", history.warnings);
+    assert_eq!(history.warnings[0].line, Some(1));
+    assert!(
+        history.warnings[0].detail.contains("2 records on one line"),
+        "{}",
+        history.warnings[0]
+    );
+    // Nothing to quarantine, nothing rewritten; the count follows the log.
+    assert!(!store.files(&session).unwrap().sidecar.exists());
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), glued);
+    assert_eq!(history.meta.message_count, 3);
+}
+
+#[test]
+fn malformed_middle_lines_are_reported_quarantined_once_and_skipped() {
+    let (_dir, store, session, log) = store_with(1);
+    append_raw(
+        &log,
+        b"{\"type\":\"user\",\"id\":\"bad\",\"content\":\"\xff\xfe\"}\n",
+    );
+    append_raw(&log, b"{\"type\":\"robot\",\"id\":\"r\"}\n");
+    append_raw(
+        &log,
+        agent_host::core::format::jsonl::to_string(&turn(0, 1)).as_bytes(),
+    );
+    let before = std::fs::read(&log).unwrap();
+
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.messages, all_turns(2));
+    let lines: Vec<_> = history.warnings.iter().map(|w| w.line).collect();
+    // The two bad lines, and the count the raw writes left behind.
+    assert_eq!(lines, [Some(4), Some(5), None]);
+    assert!(
+        history.warnings[0].detail.contains("not UTF-8"),
+        "{}",
+        history.warnings[0]
+    );
+    let shown = history.warnings[1].to_string();
+    assert!(
+        shown.contains("chat.jsonl:5") && shown.contains("robot"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("skipped") && shown.contains(".corrupt"),
+        "{shown}"
+    );
+    // The log is never rewritten; the lines are copied to the sidecar once.
+    assert_eq!(std::fs::read(&log).unwrap(), before);
+    let sidecar_path = store.files(&session).unwrap().sidecar;
+    let sidecar = std::fs::read(&sidecar_path).unwrap();
+    assert!(sidecar.windows(2).any(|w| w == b"\xff\xfe"));
+    let again = store.load(&session).unwrap();
+    assert_eq!(again.warnings, history.warnings[..2]);
+    assert_eq!(std::fs::read(&sidecar_path).unwrap(), sidecar);
+    // The count is the log's messages, reconciled on the first load.
+    assert_eq!(store.get(&session).unwrap().unwrap().message_count, 6);
+}
+
+#[test]
+fn a_large_message_round_trips() {
+    // No line-length limit: one 8 MiB tool result in one line. (The issue's
+    // 100 MB session is the loading benchmark's.)
+    let (_dir, store, session, _log) = store_with(1);
+    let big = Message::tool_result("call-0-0", "cat", "y".repeat(8 << 20)).with_id("big");
+    store.append(&session, std::slice::from_ref(&big)).unwrap();
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.messages.len(), 4);
+    assert_eq!(history.messages[3], big);
+}
+
+#[test]
+fn unknown_fields_are_kept() {
+    let (_dir, store, session, log) = store_with(0);
+    append_raw(
+        &log,
+        b"{\"type\":\"user\",\"id\":\"u\",\"content\":\"hi\",\"future\":{\"v\":2}}\n",
+    );
+    let history = store.load(&session).unwrap();
+    assert_eq!(
+        history.messages[0].metadata["future"],
+        serde_json::json!({"v": 2})
+    );
+    // Fields a newer version put in the metadata survive this one's rewrite.
+    let meta_path = store.files(&session).unwrap().meta;
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["labels"] = serde_json::json!(["prod"]);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    store.rename(&session, Some("renamed")).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    assert_eq!(meta["labels"], serde_json::json!(["prod"]));
+    assert_eq!(meta["title"], "renamed");
+}
+
+#[test]
+fn a_lagging_count_is_reconciled_from_the_log() {
+    // As after a crash between the log's fdatasync and the metadata rename.
+    let (_dir, store, session, log) = store_with(1);
+    append_raw(
+        &log,
+        agent_host::core::format::jsonl::to_string(&turn(0, 1)).as_bytes(),
+    );
+    assert_eq!(store.get(&session).unwrap().unwrap().message_count, 3);
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.meta.message_count, 6);
+    assert!(
+        history.warnings[0].detail.contains("counted 3"),
+        "{:?}",
+        history.warnings
+    );
+    assert_eq!(store.get(&session).unwrap().unwrap().message_count, 6);
+    assert!(store.load(&session).unwrap().warnings.is_empty());
+}
+
+#[test]
+fn a_log_without_metadata_is_adopted_not_lost() {
+    // As after a crash in the middle of a delete, or metadata removed by hand.
+    let (dir, store, session, _log) = store_with(2);
+    std::fs::remove_file(store.files(&session).unwrap().meta).unwrap();
+    let fresh = open(dir.path(), &TestClock::new());
+    assert_eq!(fresh.get(&session).unwrap(), None);
+    let opened = fresh.get_or_create(&keyed("chat")).unwrap();
+    assert!(opened.created);
+    assert_eq!(opened.meta.message_count, 6);
+    assert_eq!(
+        fresh.load(&opened.meta.reference()).unwrap().messages,
+        all_turns(2)
+    );
+}
+
+#[test]
+fn unreadable_metadata_is_reported_by_listing() {
+    let (_dir, store, session, _log) = store_with(0);
+    store.create(&keyed("other")).unwrap();
+    let meta = store.files(&session).unwrap().meta;
+    std::fs::write(&meta, b"{\"id\": ").unwrap();
+    let page = store.list(&PageRequest::first(10)).unwrap();
+    assert_eq!(page.total, 1);
+    assert_eq!(page.warnings.len(), 1);
+    assert_eq!(page.warnings[0].path, meta);
+    let err = store.get(&session).unwrap_err();
+    assert!(matches!(err, StoreError::Metadata { .. }), "{err}");
+    assert!(err.to_string().contains("chat.meta.json"), "{err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn files_are_private_to_the_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, store, session, log) = store_with(1);
+    append_raw(&log, b"torn");
+    store.load(&session).unwrap();
+    let files = store.files(&session).unwrap();
+    store.media_dir(&session).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for file in [&files.log, &files.meta, &files.sidecar] {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
+    let store_root = dir.path().join("store");
+    for folder in [
+        store_root.clone(),
+        store_root.join("sessions"),
+        files.log.parent().unwrap().to_owned(),
+        files.media,
+    ] {
+        assert_eq!(mode(&folder), 0o700, "{}", folder.display());
+    }
+}
+
+/// The environment variable that turns the test binary into a child of
+/// [`processes_append_whole_turns`]: `writer:N` or `reader`.
+const CHILD_ROLE: &str = "AGENT_HOST_TEST_STORE_ROLE";
+/// The folder the children share: the store is its `store/`.
+const CHILD_DIR: &str = "AGENT_HOST_TEST_STORE_DIR";
+const WRITERS: usize = 4;
+const TURNS: usize = 30;
+
+/// Which writer wrote a message of [`turn`], and in which turn.
+fn turn_of(id: &str) -> (usize, usize) {
+    let mut parts = id.split('-');
+    let mut number = |prefix: char| {
+        let part = parts.next().unwrap();
+        part.strip_prefix(prefix).unwrap().parse().unwrap()
+    };
+    (number('w'), number('t'))
+}
+
+#[test]
+fn processes_append_whole_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let roles = (0..WRITERS)
+        .map(|w| format!("writer:{w}"))
+        .chain(["reader".to_owned()]);
+    let children: Vec<_> = roles
+        .map(|role| {
+            let child = Command::new(&exe)
+                .args([
+                    "store::process_child",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env(CHILD_ROLE, &role)
+                .env(CHILD_DIR, dir.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("the test binary starts again");
+            (role, child)
+        })
+        .collect();
+    for (role, child) in children {
+        let output = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{role} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The child ran the test, not an empty filter.
+        assert!(stdout.contains("1 passed"), "{role}: {stdout}");
+        if let Some(line) = stdout.lines().find(|l| l.starts_with("reader:")) {
+            eprintln!("{line}");
+        }
+    }
+    let store = FileStore::open(dir.path().join("store")).unwrap();
+    let session = SessionRef::key(DEFAULT_AGENT, "shared");
+    // Every append counted under the lock: no update of the count was lost.
+    let total = (WRITERS * TURNS * 3) as u64;
+    assert_eq!(store.get(&session).unwrap().unwrap().message_count, total);
+    let history = store.load(&session).unwrap();
+    assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+    assert_whole_turns(&history.messages, WRITERS, TURNS);
+    let switches = history
+        .messages
+        .windows(2)
+        .filter(|w| turn_of(&w[0].id).0 != turn_of(&w[1].id).0)
+        .count();
+    eprintln!("writers took turns {switches} times");
+    assert!(!store.files(&session).unwrap().sidecar.exists());
+}
+
+/// One process of [`processes_append_whole_turns`]; does nothing unless
+/// started by it.
+#[test]
+#[ignore = "a child process of processes_append_whole_turns"]
+fn process_child() {
+    let (Ok(role), Some(dir)) = (std::env::var(CHILD_ROLE), std::env::var_os(CHILD_DIR)) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    // Start together: each child says it is ready and waits for the others.
+    std::fs::write(dir.join(format!("ready-{}", role.replace(':', "-"))), b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ready = || {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("ready-")
+            })
+            .count()
+    };
+    while ready() < WRITERS + 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the other children never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let store = FileStore::open(dir.join("store")).unwrap();
+    // Every process races to create the session.
+    let session = store
+        .get_or_create(&keyed("shared"))
+        .unwrap()
+        .meta
+        .reference();
+    if let Some(who) = role.strip_prefix("writer:") {
+        let who: usize = who.parse().unwrap();
+        for n in 0..TURNS {
+            store.append(&session, &turn(who, n)).unwrap();
+        }
+        return;
+    }
+    // The reader: every load sees whole turns only, never a torn tail.
+    let total = WRITERS * TURNS * 3;
+    let mut loads = 0;
+    loop {
+        let history = store.load(&session).unwrap();
+        loads += 1;
+        assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+        assert_eq!(history.messages.len() % 3, 0);
+        for chunk in history.messages.chunks(3) {
+            let (who, n) = turn_of(&chunk[0].id);
+            assert_eq!(chunk, turn(who, n));
+        }
+        if history.messages.len() == total {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the writers never finished");
+    }
+    println!("reader: {loads} loads");
+}
