@@ -120,7 +120,7 @@ pub use bindings::agent_host::history::types::{
 pub use error::{Error, Result};
 pub use history::History;
 pub use host::{estimate_message_tokens, estimate_tokens, log};
-pub use message::group_thousands;
+pub use message::{group_thousands, plural};
 
 /// A history processor: what [`export_processor!`] turns into a component.
 ///

@@ -165,6 +165,16 @@ impl ToolCall {
     }
 }
 
+/// `word`, with an `s` unless `n` is 1, for log lines:
+/// `format!("{n} {}", plural(n, "message"))`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        word.into()
+    } else {
+        format!("{word}s")
+    }
+}
+
 /// `12345678` as `12,345,678`, for log lines.
 pub fn group_thousands(n: usize) -> String {
     let digits = n.to_string();
@@ -182,6 +192,13 @@ pub fn group_thousands(n: usize) -> String {
 mod tests {
     use super::*;
     use crate::Reasoning;
+
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(plural(1, "message"), "message");
+        assert_eq!(plural(0, "message"), "messages");
+        assert_eq!(plural(2, "part"), "parts");
+    }
 
     #[test]
     fn numbers_are_grouped_by_thousands() {

@@ -211,7 +211,7 @@
 mod kinds;
 mod redactor;
 
-use agent_host_guest::{History, Processor, Result, export_processor};
+use agent_host_guest::{History, Processor, Result, export_processor, plural};
 use serde::Deserialize;
 
 pub use redactor::Redactor;
@@ -336,15 +336,6 @@ fn summary(redactor: &Redactor, counts: &[usize], changed: usize, messages: usiz
         plural(changed, "message"),
         per_kind.join(", ")
     )
-}
-
-/// `word`, with an `s` unless there is one.
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        word.into()
-    } else {
-        format!("{word}s")
-    }
 }
 
 #[cfg(test)]

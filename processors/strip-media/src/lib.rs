@@ -116,7 +116,11 @@ impl Processor for StripMedia {
                 }
             }
         }
-        agent_host_guest::info!("removed {removed} media parts from {messages} messages");
+        agent_host_guest::info!(
+            "removed {removed} media {} from {messages} {}",
+            agent_host_guest::plural(removed, "part"),
+            agent_host_guest::plural(messages, "message")
+        );
         Ok(())
     }
 }

@@ -87,8 +87,10 @@ impl Processor for StripReasoning {
             }
         }
         agent_host_guest::info!(
-            "stripped reasoning from {stripped} messages before message {cut} \
-             ({emptied} held nothing else and were dropped)"
+            "stripped reasoning from {stripped} {} before message {cut} \
+             ({emptied} held nothing else and {} dropped)",
+            agent_host_guest::plural(stripped, "message"),
+            if emptied == 1 { "was" } else { "were" }
         );
         Ok(())
     }
