@@ -22,6 +22,15 @@ pub const EXIT_PROCESSOR_FAILED: u8 = 3;
 #[derive(Debug, Parser)]
 #[command(name = "agent-host", version, about, max_term_width = 100)]
 pub struct Cli {
+    /// Where sessions are stored: a folder (the file store) or `sqlite:PATH`. Default: the
+    /// AGENT_HOST_STORE environment variable, else `.agent-host/` in the working directory.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR|sqlite:PATH",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
+    store: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -38,6 +47,13 @@ enum Command {
     /// Write processors: scaffold a Rust processor crate, build it into a component.
     #[command(subcommand)]
     Processor(crate::processor::ProcessorCommand),
+    /// Manage stored sessions: list, show, export, rename, delete, clear, info, cleanup, import.
+    ///
+    /// Sessions live in the store given by --store, the AGENT_HOST_STORE environment variable,
+    /// or `.agent-host/` in the working directory. A session is named by its key (within
+    /// --agent, default `default`) or by its id.
+    #[command(subcommand)]
+    Sessions(crate::sessions::SessionsCommand),
     /// Show a history: its messages, token estimates, and how tool calls pair with results.
     ///
     /// With no FILE, shows the sample session built into the binary.
@@ -78,7 +94,12 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             let sub = matches
                 .subcommand_matches("run")
                 .context("the run subcommand's matches")?;
-            crate::run::run(*args, sub, out)
+            let spec = crate::sessions::store_spec(cli.store.as_deref());
+            crate::run::run(*args, sub, &spec, out)
+        }
+        Command::Sessions(command) => {
+            let spec = crate::sessions::store_spec(cli.store.as_deref());
+            crate::sessions::run(command, &spec, out)
         }
         Command::Processor(command) => crate::processor::run(command, out),
         Command::Inspect { file, format } => {
@@ -180,7 +201,7 @@ fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// One line saying what a message holds.
-fn preview(m: &Message) -> String {
+pub(crate) fn preview(m: &Message) -> String {
     let mut line = String::new();
     if m.reasoning.is_some() {
         line.push_str("[reasoning] ");

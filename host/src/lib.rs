@@ -16,4 +16,5 @@ pub mod input;
 pub mod processor;
 pub mod run;
 pub mod runtime;
+pub mod sessions;
 pub mod store;

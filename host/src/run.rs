@@ -28,14 +28,25 @@ Per-processor options (--processor-config, --allow-*, --on-failure, --on-invalid
 
 Examples:
   agent-host run --input chat.json --processor keep-last-turns.wasm --processor-config '{\"turns\":2}'
-  agent-host run --input - --context-limit 8000 --no-compact --report report.json < session.jsonl")]
+  agent-host run --input - --context-limit 8000 --no-compact --report report.json < session.jsonl
+  agent-host run --session telegram:123456 --context-limit 8000")]
 pub struct RunArgs {
-    /// The history to read (`-` for standard input); the built-in sample session when not given.
+    /// The history to read (`-` for standard input); the built-in sample session when neither
+    /// this nor --session is given.
     #[arg(long, short, value_name = "FILE")]
     input: Option<PathBuf>,
     /// Its format; detected when not given.
     #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
     format: Option<Format>,
+    /// Read the history of this stored session (its key within --agent, or its id) instead of
+    /// --input (its latest checkpoint, if any, stands for what it summarises). Nothing is appended to the session: a run
+    /// generates no replies, and what the pipeline and processors make is a view for the
+    /// model, not new conversation.
+    #[arg(long, value_name = "KEY|ID", conflicts_with_all = ["input", "format"])]
+    session: Option<String>,
+    /// The agent the --session key belongs to.
+    #[arg(long, value_name = "AGENT", default_value = crate::store::DEFAULT_AGENT, requires = "session")]
+    agent: String,
     /// A processor component to run; repeat for a chain, run in order. A Rust processor
     /// crate's folder is built first (as by `agent-host processor build`).
     #[arg(long = "processor", short = 'p', value_name = "FILE.wasm|CRATE", action = ArgAction::Append)]
@@ -104,13 +115,24 @@ pub struct ProcessorFailed(pub String);
 pub struct UsageError(pub String);
 
 /// Runs `agent-host run`. `matches` are the subcommand's own matches, used
-/// to tie each per-processor option to the `--processor` before it.
-pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<()> {
+/// to tie each per-processor option to the `--processor` before it; `store`
+/// is the store spec `--session` reads from (see [`crate::sessions::store_spec`]).
+pub fn run(args: RunArgs, matches: &ArgMatches, store: &str, out: &mut dyn Write) -> Result<()> {
     let options = per_processor_options(&args, matches)?;
     let counter = HeuristicCounter::default();
-    let loaded = match &args.input {
-        Some(path) => input::load(path, args.format)?,
-        None => input::sample(),
+    let mut checkpoint = None;
+    let loaded = match (&args.session, &args.input) {
+        (Some(session), _) => {
+            let name = crate::sessions::SessionName {
+                session: session.clone(),
+                agent: args.agent.clone(),
+            };
+            let (loaded, meta) = crate::sessions::load_for_run(store, &name)?;
+            checkpoint = meta.checkpoints.last().cloned();
+            loaded
+        }
+        (None, Some(path)) => input::load(path, args.format)?,
+        (None, None) => input::sample(),
     };
     let source = loaded.source.clone();
     let input_format = loaded.format;
@@ -132,7 +154,14 @@ pub fn run(args: RunArgs, matches: &ArgMatches, out: &mut dyn Write) -> Result<(
     };
     let summarizer = ExtractiveSummarizer::default();
     let now = chrono::Utc::now();
-    let compaction = pipeline::compact(&log, None, &config, &counter, Some(&summarizer), now);
+    let compaction = pipeline::compact(
+        &log,
+        checkpoint.as_ref(),
+        &config,
+        &counter,
+        Some(&summarizer),
+        now,
+    );
     let pipeline_report = pipeline_json(&compaction);
     if !args.quiet {
         for repair in &compaction.report.repairs {

@@ -4,5 +4,6 @@ mod cli;
 mod processors;
 mod run;
 mod runtime;
+mod sessions;
 mod store;
 mod util;

@@ -1078,3 +1078,624 @@ fn process_child() {
     }
     println!("reader: {loads} loads");
 }
+
+/// Metadata as an unsynced rename can leave it on a file system that does
+/// not order data before renames, made by hand: each is read from the backup
+/// the last synced write left, and a load writes it back.
+#[test]
+fn metadata_left_damaged_by_a_crash_is_read_from_the_backup() {
+    type Damage = fn(&[u8]) -> Vec<u8>;
+    let cases: [(&str, Damage); 3] = [
+        ("empty", |_| Vec::new()),
+        ("NUL-filled", |good| vec![0; good.len()]),
+        ("cut at a page boundary", |good| good[..4096].to_vec()),
+    ];
+    for (what, damage) in cases {
+        let clock = TestClock::new();
+        let (dir, _, session, _log) = store_with(0);
+        let store = open(dir.path(), &clock);
+        store.rename(&session, Some("Kept title")).unwrap();
+        // Enough checkpoints that the metadata is more than a page long.
+        let mut checkpoints = Vec::new();
+        for i in 0..40 {
+            let checkpoint = Checkpoint {
+                boundary_id: format!("boundary-{i}"),
+                summary_id: format!("summary-{i}"),
+                covers: (0..3).map(|k| format!("w0-t{i}-m{k}")).collect(),
+                created: clock.now(),
+            };
+            store.write_checkpoint(&session, &checkpoint).unwrap();
+            checkpoints.push(checkpoint);
+        }
+        // Appends after the last synced write: the backup's count lags.
+        for n in 0..2 {
+            store.append(&session, &turn(0, n)).unwrap();
+        }
+        let files = store.files(&session).unwrap();
+        let good = std::fs::read(&files.meta).unwrap();
+        assert!(good.len() > 4096, "{what}: {} bytes", good.len());
+        std::fs::write(&files.meta, damage(&good)).unwrap();
+
+        // A fresh process: listing, get and load all see the session whole.
+        let store = open(dir.path(), &clock);
+        let page = store.list(&PageRequest::first(10)).unwrap();
+        assert!(page.warnings.is_empty(), "{what}: {:?}", page.warnings);
+        assert_eq!(page.sessions.len(), 1, "{what}");
+        let meta = store.get(&session).unwrap().unwrap();
+        assert_eq!(meta.key.as_deref(), Some("chat"), "{what}");
+        assert_eq!(meta.title.as_deref(), Some("Kept title"), "{what}");
+        assert_eq!(meta.checkpoints, checkpoints, "{what}");
+        assert_eq!(meta.message_count, 0, "{what}: the backup's count");
+
+        let history = store.load(&session).unwrap();
+        assert_eq!(history.messages, all_turns(2), "{what}");
+        assert_eq!(history.meta.message_count, 6, "{what}");
+        assert_eq!(history.meta.checkpoints, checkpoints, "{what}");
+        let shown: Vec<String> = history.warnings.iter().map(|w| w.to_string()).collect();
+        assert!(
+            shown
+                .iter()
+                .any(|w| w.contains("restored from") && w.contains("chat.meta.json.bak")),
+            "{what}: {shown:?}"
+        );
+        assert!(
+            shown.iter().any(|w| w.contains("counted 0")),
+            "{what}: {shown:?}"
+        );
+        // Written back, synced: the next load is clean, and so is the file.
+        assert!(store.load(&session).unwrap().warnings.is_empty(), "{what}");
+        let fixed: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&files.meta).unwrap()).unwrap();
+        assert_eq!(fixed["message_count"], 6, "{what}");
+        assert_eq!(fixed["title"], "Kept title", "{what}");
+        store.append(&session, &turn(0, 2)).unwrap();
+        assert_eq!(store.load(&session).unwrap().messages, all_turns(3));
+    }
+}
+
+#[test]
+fn only_synced_metadata_writes_refresh_the_backup() {
+    let (_dir, store, session, _log) = store_with(0);
+    let files = store.files(&session).unwrap();
+    let backup = PathBuf::from(format!("{}.bak", files.meta.display()));
+    let read = |path: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    // Made by create, with the metadata.
+    assert_eq!(read(&backup), read(&files.meta));
+    // An append's refresh is not synced, and leaves the backup alone.
+    store.append(&session, &turn(0, 0)).unwrap();
+    assert_eq!(read(&files.meta)["message_count"], 3);
+    assert_eq!(read(&backup)["message_count"], 0);
+    // A rename is synced, and refreshes it.
+    store.rename(&session, Some("t")).unwrap();
+    assert_eq!(read(&backup), read(&files.meta));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&backup).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // Metadata broken by hand is still an error, not silently replaced.
+    let good = std::fs::read(&files.meta).unwrap();
+    std::fs::write(&files.meta, b"{\"id\": ").unwrap();
+    assert!(matches!(
+        store.get(&session),
+        Err(StoreError::Metadata { .. })
+    ));
+    // Deleting (once the file is restored by hand) removes the backup too.
+    std::fs::write(&files.meta, good).unwrap();
+    store.delete(&session).unwrap();
+    assert!(!backup.exists());
+}
+
+/// How many times [`appends_survive_sigkill`] kills its child, unless
+/// `AGENT_HOST_CRASH_KILLS` says otherwise.
+const CRASH_KILLS: usize = 50;
+
+/// A tiny PRNG (xorshift64*), enough to pick kill moments; seeded from the
+/// clock, or from `AGENT_HOST_CRASH_SEED` to replay a failure.
+struct Prng(u64);
+
+impl Prng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn appends_survive_sigkill() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let kills: usize = std::env::var("AGENT_HOST_CRASH_KILLS")
+        .map(|n| n.parse().expect("AGENT_HOST_CRASH_KILLS is a number"))
+        .unwrap_or(CRASH_KILLS);
+    let seed: u64 = std::env::var("AGENT_HOST_CRASH_SEED").map_or_else(
+        |_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        },
+        |s| s.parse().expect("AGENT_HOST_CRASH_SEED is a number"),
+    );
+    eprintln!("appends_survive_sigkill: {kills} kills, AGENT_HOST_CRASH_SEED={seed}");
+    let mut rng = Prng(seed);
+
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let store = FileStore::open(dir.path().join("store")).unwrap();
+    let session = store.create(&keyed("crash")).unwrap().reference();
+    let files = store.files(&session).unwrap();
+    // Every turn whose append returned, by (writer, turn).
+    let mut acknowledged: Vec<(usize, usize)> = Vec::new();
+    let (mut torn_tails, mut lagging_counts) = (0, 0);
+
+    for round in 0..kills {
+        // Writer 0 is this process; each child is a new writer, from turn 0.
+        let writer = round + 1;
+        let mut child = Command::new(&exe)
+            .args(["store::crash_child", "--exact", "--ignored", "--nocapture"])
+            .env(CHILD_ROLE, format!("crash:{writer}"))
+            .env(CHILD_DIR, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the test binary starts again");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        loop {
+            let line = lines.next().expect("the child says it is ready").unwrap();
+            if line == "ready" {
+                break;
+            }
+        }
+        let delay = Duration::from_micros(rng.next() % 30_001);
+        std::thread::sleep(delay);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for line in lines {
+            if let Some(n) = line.unwrap().strip_prefix("acked ") {
+                acknowledged.push((writer, n.parse().unwrap()));
+            }
+        }
+
+        // What the kill left: a torn tail, if any, must reach the sidecar.
+        let raw = std::fs::read(&files.log).unwrap();
+        let tail_start = raw.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let tail = &raw[tail_start..];
+        let history = store.load(&session).unwrap();
+        let context = format!("round {round}, seed {seed}, killed after {delay:?}");
+        for warning in &history.warnings {
+            if warning.path == files.log {
+                assert_eq!(
+                    warning.offset,
+                    Some(tail_start as u64),
+                    "{context}: {warning}"
+                );
+                assert!(!tail.is_empty(), "{context}: {warning}");
+                let sidecar = std::fs::read(&files.sidecar).unwrap();
+                assert!(
+                    sidecar.windows(tail.len()).any(|w| w == tail),
+                    "{context}: the torn tail is not in the sidecar"
+                );
+                torn_tails += 1;
+            } else {
+                // Killed between the log's fdatasync and the metadata refresh.
+                assert!(warning.detail.contains("counted"), "{context}: {warning}");
+                lagging_counts += 1;
+            }
+        }
+        assert_eq!(std::fs::read(&files.log).unwrap(), &raw[..tail_start]);
+
+        // Whole turns only, each writer's in order, and every acknowledged one.
+        assert_eq!(history.messages.len() % 3, 0, "{context}");
+        let mut stored = HashSet::new();
+        for chunk in history.messages.chunks(3) {
+            let (who, n) = turn_of(&chunk[0].id);
+            assert_eq!(chunk, turn(who, n), "{context}");
+            assert!(stored.insert((who, n)), "{context}: turn {who}/{n} twice");
+        }
+        for turn_id in &acknowledged {
+            assert!(stored.contains(turn_id), "{context}: lost turn {turn_id:?}");
+        }
+        assert_eq!(history.meta.message_count, history.messages.len() as u64);
+
+        // And the session takes appends again.
+        let meta = store.append(&session, &turn(0, round)).unwrap();
+        assert_eq!(meta.message_count, history.messages.len() as u64 + 3);
+        acknowledged.push((0, round));
+    }
+    let history = store.load(&session).unwrap();
+    assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+    let children = acknowledged.iter().filter(|(who, _)| *who > 0).count();
+    eprintln!(
+        "appends_survive_sigkill: {children} turns acknowledged by children, {} stored; \
+         {torn_tails} torn tails, {lagging_counts} lagging counts",
+        history.messages.len() / 3 - kills
+    );
+}
+
+/// The child of [`appends_survive_sigkill`]: appends turns until killed,
+/// saying `acked N` only once the append of turn N returned. Does nothing
+/// unless started by it.
+#[test]
+#[ignore = "a child process of appends_survive_sigkill"]
+fn crash_child() {
+    use std::io::Write;
+    let (Ok(role), Some(dir)) = (std::env::var(CHILD_ROLE), std::env::var_os(CHILD_DIR)) else {
+        return;
+    };
+    let Some(writer) = role.strip_prefix("crash:") else {
+        return;
+    };
+    let writer: usize = writer.parse().unwrap();
+    let store = FileStore::open(PathBuf::from(dir).join("store")).unwrap();
+    let session = SessionRef::key(DEFAULT_AGENT, "crash");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready").unwrap();
+    out.flush().unwrap();
+    for n in 0.. {
+        store.append(&session, &turn(writer, n)).unwrap();
+        writeln!(out, "acked {n}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+contract_tests!(
+    sqlite,
+    |dir, clock| Box::new(
+        agent_host::store::SqliteStore::open(dir.join("sessions.db"))
+            .expect("the database opens")
+            .with_clock(clock.source())
+    ),
+    [
+        round_trip,
+        get_or_create_opens_what_exists,
+        paging_newest_first,
+        rename_sets_and_removes_the_title,
+        delete_removes_everything,
+        clear_keeps_the_session,
+        cleanup_removes_idle_sessions_only,
+        checkpoints_are_kept_in_order,
+        hostile_keys_round_trip,
+        get_or_create_races_make_one_session,
+        threads_append_whole_turns,
+    ]
+);
+
+/// The SQLite store's own promises: what it says about files that are not
+/// its databases, what survives closing it, and several processes writing
+/// one database.
+mod sqlite_store {
+    use super::*;
+    use agent_host::store::{self, SqliteStore};
+
+    /// An error and its causes, as the CLI prints them (`{:#}`).
+    fn chain(error: &dyn std::error::Error) -> String {
+        let mut text = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_file_that_is_not_sqlite_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.db");
+        let junk = b"these are my notes, not a database\n".repeat(200);
+        std::fs::write(&path, &junk).unwrap();
+        let err = store::open(&format!("sqlite:{}", path.display()))
+            .err()
+            .expect("junk is not opened");
+        assert!(matches!(err, StoreError::Backend { .. }), "{err}");
+        let shown = chain(&err);
+        assert!(shown.contains(&path.display().to_string()), "{shown}");
+        assert!(shown.contains("not a database"), "{shown}");
+        assert!(shown.contains("move it aside"), "{shown}");
+        // The file is left as it was.
+        assert_eq!(std::fs::read(&path).unwrap(), junk);
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions.db");
+        drop(SqliteStore::open(&path).unwrap());
+        // `PRAGMA user_version` is the big-endian u32 at byte 60 of the
+        // header; the last connection's close checkpointed the WAL into it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes[60..64], 1u32.to_be_bytes());
+        bytes[60..64].copy_from_slice(&99u32.to_be_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let err = SqliteStore::open(&path).unwrap_err();
+        let shown = chain(&err);
+        assert!(shown.contains("schema version 99"), "{shown}");
+        assert!(shown.contains(&path.display().to_string()), "{shown}");
+    }
+
+    #[test]
+    fn sessions_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/folders/sessions.db");
+        let spec = format!("sqlite:{}", path.display());
+        let session = {
+            let store = store::open(&spec).unwrap();
+            let session = store.create(&keyed("kept")).unwrap().reference();
+            store.append(&session, &turn(0, 0)).unwrap();
+            let mut with_extra = Message::user("from the future").with_id("f1");
+            with_extra
+                .metadata
+                .insert("future".into(), serde_json::json!({"v": 2}));
+            store.append(&session, &[with_extra]).unwrap();
+            session
+        };
+        assert!(path.is_file());
+        let store = store::open(&spec).unwrap();
+        let history = store.load(&session).unwrap();
+        assert_eq!(history.messages[..3], turn(0, 0));
+        assert_eq!(
+            history.messages[3].metadata["future"],
+            serde_json::json!({"v": 2})
+        );
+        assert_eq!(history.meta.message_count, 4);
+        assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+    }
+
+    #[test]
+    fn open_picks_the_backend_from_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("a/b/store");
+        let files = store::open(&folder.display().to_string()).unwrap();
+        files.create(&keyed("x")).unwrap();
+        assert!(folder.join("sessions").is_dir());
+        assert!(!folder.join("sessions.db").exists());
+
+        let db = dir.path().join("c/sessions.db");
+        let sqlite = store::open(&format!("sqlite:{}", db.display())).unwrap();
+        sqlite.create(&keyed("y")).unwrap();
+        assert!(db.is_file());
+        // Each sees only its own sessions.
+        assert_eq!(files.list(&PageRequest::first(10)).unwrap().total, 1);
+        assert_eq!(sqlite.list(&PageRequest::first(10)).unwrap().total, 1);
+
+        for spec in ["", "sqlite:"] {
+            let err = store::open(spec).err().expect("an empty spec is refused");
+            assert!(matches!(err, StoreError::Invalid { .. }), "{err}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_database_is_private_to_the_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("new");
+        let store = SqliteStore::open(folder.join("sessions.db")).unwrap();
+        let session = store.create(&keyed("private")).unwrap().reference();
+        store.append(&session, &turn(0, 0)).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&folder), 0o700);
+        for name in ["sessions.db", "sessions.db-wal", "sessions.db-shm"] {
+            assert_eq!(mode(&folder.join(name)), 0o600, "{name}");
+        }
+    }
+
+    /// Tells a child of [`processes_share_one_database`] its writer number.
+    const SQLITE_ROLE: &str = "AGENT_HOST_TEST_SQLITE_ROLE";
+    /// The database the children share.
+    const SQLITE_DB: &str = "AGENT_HOST_TEST_SQLITE_DB";
+
+    #[test]
+    fn processes_share_one_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("sessions.db");
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..WRITERS)
+            .map(|who| {
+                Command::new(&exe)
+                    .args([
+                        "store::sqlite_store::sqlite_child",
+                        "--exact",
+                        "--ignored",
+                        "--nocapture",
+                    ])
+                    .env(SQLITE_ROLE, who.to_string())
+                    .env(SQLITE_DB, &db)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("the test binary starts again")
+            })
+            .collect();
+        for (who, child) in children.into_iter().enumerate() {
+            let output = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "writer {who} failed:\n{stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert!(stdout.contains("1 passed"), "writer {who}: {stdout}");
+        }
+        let store = SqliteStore::open(&db).unwrap();
+        // The children raced to create the database and the session: one of each.
+        let listed = store.list(&PageRequest::first(10)).unwrap();
+        assert_eq!(listed.total, 1);
+        let history = store
+            .load(&SessionRef::key(DEFAULT_AGENT, "shared"))
+            .unwrap();
+        assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+        assert_eq!(history.meta.message_count, (WRITERS * TURNS * 3) as u64);
+        assert_whole_turns(&history.messages, WRITERS, TURNS);
+    }
+
+    /// One writer of [`processes_share_one_database`]; does nothing unless
+    /// started by it.
+    #[test]
+    #[ignore = "a child process of processes_share_one_database"]
+    fn sqlite_child() {
+        let (Ok(who), Some(db)) = (std::env::var(SQLITE_ROLE), std::env::var_os(SQLITE_DB)) else {
+            return;
+        };
+        let who: usize = who.parse().unwrap();
+        let db = PathBuf::from(db);
+        // Start together, so that the children race to create the database
+        // (its WAL mode and schema) as well as the session.
+        let dir = db.parent().unwrap();
+        std::fs::write(dir.join(format!("ready-{who}")), b"").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let ready = || {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    name.to_string_lossy().starts_with("ready-")
+                })
+                .count()
+        };
+        while ready() < WRITERS {
+            assert!(
+                Instant::now() < deadline,
+                "the other children never started"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let store = SqliteStore::open(&db).unwrap();
+        let session = store
+            .get_or_create(&keyed("shared"))
+            .unwrap()
+            .meta
+            .reference();
+        for n in 0..TURNS {
+            store.append(&session, &turn(who, n)).unwrap();
+            if n % 10 == 0 {
+                let seen = store.load(&session).unwrap();
+                assert_eq!(seen.messages.len() % 3, 0);
+            }
+        }
+    }
+
+    /// Tells a child of [`sqlite_appends_survive_sigkill`] its writer number.
+    const CRASH_ROLE: &str = "AGENT_HOST_TEST_SQLITE_CRASH";
+
+    /// As the file store's `appends_survive_sigkill`: a child appends in a
+    /// loop and is killed (`AGENT_HOST_CRASH_KILLS` times, 50 by default);
+    /// every acknowledged turn is there after, whole, and appends go on.
+    #[cfg(unix)]
+    #[test]
+    fn sqlite_appends_survive_sigkill() {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+
+        let kills: usize = std::env::var("AGENT_HOST_CRASH_KILLS")
+            .map(|n| n.parse().expect("AGENT_HOST_CRASH_KILLS is a number"))
+            .unwrap_or(CRASH_KILLS);
+        let seed: u64 = std::env::var("AGENT_HOST_CRASH_SEED").map_or_else(
+            |_| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+                    | 1
+            },
+            |s| s.parse().expect("AGENT_HOST_CRASH_SEED is a number"),
+        );
+        eprintln!("sqlite_appends_survive_sigkill: {kills} kills, AGENT_HOST_CRASH_SEED={seed}");
+        let mut rng = Prng(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("sessions.db");
+        let exe = std::env::current_exe().unwrap();
+        let store = SqliteStore::open(&db).unwrap();
+        let session = store.create(&keyed("crash")).unwrap().reference();
+        let mut acknowledged: Vec<(usize, usize)> = Vec::new();
+
+        for round in 0..kills {
+            let writer = round + 1;
+            let mut child = Command::new(&exe)
+                .args([
+                    "store::sqlite_store::sqlite_crash_child",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                ])
+                .env(CRASH_ROLE, writer.to_string())
+                .env(SQLITE_DB, &db)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("the test binary starts again");
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            loop {
+                let line = lines.next().expect("the child says it is ready").unwrap();
+                if line == "ready" {
+                    break;
+                }
+            }
+            let delay = Duration::from_micros(rng.next() % 30_001);
+            std::thread::sleep(delay);
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            for line in lines {
+                if let Some(n) = line.unwrap().strip_prefix("acked ") {
+                    acknowledged.push((writer, n.parse().unwrap()));
+                }
+            }
+
+            let context = format!("round {round}, seed {seed}, killed after {delay:?}");
+            let history = store.load(&session).unwrap();
+            assert!(
+                history.warnings.is_empty(),
+                "{context}: {:?}",
+                history.warnings
+            );
+            let mut stored = HashSet::new();
+            assert_eq!(history.messages.len() % 3, 0, "{context}");
+            for chunk in history.messages.chunks(3) {
+                let (who, n) = turn_of(&chunk[0].id);
+                assert_eq!(chunk, turn(who, n), "{context}");
+                assert!(stored.insert((who, n)), "{context}: turn {who}/{n} twice");
+            }
+            for turn_id in &acknowledged {
+                assert!(stored.contains(turn_id), "{context}: lost turn {turn_id:?}");
+            }
+            assert_eq!(history.meta.message_count, history.messages.len() as u64);
+            let meta = store.append(&session, &turn(0, round)).unwrap();
+            assert_eq!(meta.message_count, history.messages.len() as u64 + 3);
+            acknowledged.push((0, round));
+        }
+        let children = acknowledged.iter().filter(|(who, _)| *who > 0).count();
+        eprintln!("sqlite_appends_survive_sigkill: {children} turns acknowledged by children");
+    }
+
+    /// The child of [`sqlite_appends_survive_sigkill`]: appends until killed,
+    /// saying `acked N` once the append of turn N returned.
+    #[test]
+    #[ignore = "a child process of sqlite_appends_survive_sigkill"]
+    fn sqlite_crash_child() {
+        use std::io::Write;
+        let (Ok(writer), Some(db)) = (std::env::var(CRASH_ROLE), std::env::var_os(SQLITE_DB))
+        else {
+            return;
+        };
+        let writer: usize = writer.parse().unwrap();
+        let store = SqliteStore::open(PathBuf::from(db)).unwrap();
+        let session = SessionRef::key(DEFAULT_AGENT, "crash");
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready").unwrap();
+        out.flush().unwrap();
+        for n in 0.. {
+            store.append(&session, &turn(writer, n)).unwrap();
+            writeln!(out, "acked {n}").unwrap();
+            out.flush().unwrap();
+        }
+    }
+}

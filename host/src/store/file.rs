@@ -3,6 +3,7 @@
 //! ```text
 //! <root>/sessions/<agent>/<name>.jsonl          one message per line, only ever appended
 //! <root>/sessions/<agent>/<name>.meta.json      SessionMeta, replaced atomically
+//! <root>/sessions/<agent>/<name>.meta.json.bak  the last metadata written with fsync
 //! <root>/sessions/<agent>/<name>.jsonl.corrupt  bytes quarantined from the log, with their offsets
 //! <root>/sessions/<agent>/<name>_media/         the session's media files
 //! ```
@@ -18,10 +19,20 @@
 //! writes it with one `write_all` on an `O_APPEND` file and `fdatasync`s
 //! before returning; a failed write is cut back off. Metadata is replaced by
 //! writing a temporary file in the same folder, `fsync`, `rename` over, and
-//! `fsync` of the folder. An append's metadata refresh (count, `updated`)
-//! skips that last folder `fsync`: should the rename be lost in a crash, the
-//! previous metadata, whole, stands, and the next load reconciles the count
-//! from the log, which is the truth.
+//! `fsync` of the folder; that synced file also becomes `<name>.meta.json.bak`
+//! (a hard link, or a synced copy where links are refused; the store never
+//! writes a metadata file in place, so the link stays the synced version).
+//!
+//! An append's metadata refresh (count, `updated`) is a temporary file and a
+//! `rename` with no `fsync` at all, so an append waits for one `fdatasync`
+//! (the log's), not two. The log is the truth: should the refresh be lost in a crash, the
+//! previous metadata stands and the next load reconciles the count from the
+//! log. A file system that does not order data before a rename can instead
+//! leave the renamed file empty, NUL-filled or cut at a page boundary; such
+//! metadata is read from the backup (with a warning; a load then writes it
+//! back, synced), so the key, title and checkpoints, which only synced writes
+//! change, are never lost. Metadata damaged in any other way (by hand) is an
+//! error, as before: a person should see it, not have it papered over.
 //!
 //! **Recovery.** A record is committed when its newline is on disk. A log that
 //! does not end in a newline (a torn write, or NUL bytes a file system left)
@@ -123,6 +134,9 @@ impl Location {
     fn meta(&self) -> PathBuf {
         self.dir.join(format!("{}.meta.json", self.name))
     }
+    fn backup(&self) -> PathBuf {
+        self.dir.join(format!("{}.meta.json.bak", self.name))
+    }
     fn sidecar(&self) -> PathBuf {
         self.dir.join(format!("{}.jsonl.corrupt", self.name))
     }
@@ -151,6 +165,9 @@ struct MetaFile {
     meta: SessionMeta,
     #[serde(flatten)]
     extra: Map<String, Value>,
+    /// Read from the backup, the metadata file being damaged.
+    #[serde(skip)]
+    from_backup: bool,
 }
 
 /// A session locked for writing: its location, its log (exclusively
@@ -440,18 +457,23 @@ impl FileStore {
         })
     }
 
-    /// Replaces the metadata atomically: temporary file, `fsync`, rename,
-    /// and (with `sync_dir`) `fsync` of the folder.
-    fn write_meta(&self, loc: &Location, file: &MetaFile, sync_dir: bool, ctx: &str) -> Result<()> {
+    /// Replaces the metadata atomically: temporary file, rename. With
+    /// `durable`, the temporary file is `fsync`ed, becomes the backup too, and
+    /// the folder is `fsync`ed after the rename. Without, nothing is synced:
+    /// for an append's count and time only, which the log can restore.
+    fn write_meta(&self, loc: &Location, file: &MetaFile, durable: bool, ctx: &str) -> Result<()> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let path = loc.meta();
         // A leading dot: never taken for a session, and no key makes one.
-        let tmp = loc.dir.join(format!(
-            ".{}.meta.json.{}-{}.tmp",
-            loc.name,
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let tmp = |what: &str| {
+            loc.dir.join(format!(
+                ".{}.{what}.{}-{}.tmp",
+                loc.name,
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            ))
+        };
+        let (tmp, backup_tmp) = (tmp("meta.json"), tmp("meta.json.bak"));
         let mut bytes = serde_json::to_vec_pretty(file).expect("metadata serializes");
         bytes.push(b'\n');
         let written = (|| {
@@ -461,14 +483,24 @@ impl FileStore {
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             let mut out = options.open(&tmp)?;
             out.write_all(&bytes)?;
-            out.sync_all()?;
+            if durable {
+                out.sync_all()?;
+                // The backup first: a crash between the renames leaves a
+                // newer backup and an older, whole, metadata file.
+                if fs::hard_link(&tmp, &backup_tmp).is_err() {
+                    fs::copy(&tmp, &backup_tmp)?;
+                    File::open(&backup_tmp)?.sync_all()?;
+                }
+                fs::rename(&backup_tmp, loc.backup())?;
+            }
             fs::rename(&tmp, &path)
         })();
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
+            let _ = fs::remove_file(&backup_tmp);
             return Err(io_error(&format!("{ctx}: cannot write metadata"), &path, e));
         }
-        if sync_dir {
+        if durable {
             sync_dir_of(&loc.dir, ctx)?;
         }
         Ok(())
@@ -544,6 +576,7 @@ impl FileStore {
             version: META_VERSION,
             meta,
             extra: Map::new(),
+            from_backup: false,
         };
         self.write_meta(loc, &file, true, &ctx)?;
         self.remember(id, loc);
@@ -690,6 +723,7 @@ impl FileStore {
         let to_quarantine: Vec<&Finding> =
             scan.findings.iter().filter(|f| f.quarantined()).collect();
         if scan.torn()
+            || file.from_backup
             || scan.messages.len() as u64 != file.meta.message_count
             || !self.quarantined_already(loc, &to_quarantine, &bytes, &ctx)?
         {
@@ -714,7 +748,7 @@ impl FileStore {
         fs::remove_file(&meta).map_err(|e| io_error(&format!("{ctx}: cannot delete"), &meta, e))?;
         sync_dir_of(&held.loc.dir, ctx)?;
         self.forget(held.meta.meta.id);
-        for path in [held.loc.log(), held.loc.sidecar()] {
+        for path in [held.loc.log(), held.loc.sidecar(), held.loc.backup()] {
             remove_if_exists(&path)
                 .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &path, e))?;
         }
@@ -812,6 +846,19 @@ impl SessionStore for FileStore {
         self.exclusive_at(&loc, session, |held| {
             let (messages, mut warnings) = self.inspect(held.loc, &held.log, true, held.ctx)?;
             let count = messages.len() as u64;
+            let mut rewrite = held.meta.from_backup;
+            if held.meta.from_backup {
+                warnings.push(StoreWarning {
+                    path: held.loc.meta(),
+                    line: None,
+                    offset: None,
+                    detail: format!(
+                        "left empty or cut short by a crash; restored from {}",
+                        held.loc.backup().display()
+                    ),
+                });
+                held.meta.from_backup = false;
+            }
             if held.meta.meta.message_count != count {
                 warnings.push(StoreWarning {
                     path: held.loc.meta(),
@@ -823,6 +870,9 @@ impl SessionStore for FileStore {
                     ),
                 });
                 held.meta.meta.message_count = count;
+                rewrite = true;
+            }
+            if rewrite {
                 self.write_meta(held.loc, &held.meta, true, held.ctx)?;
             }
             for warning in &warnings {
@@ -968,19 +1018,44 @@ fn warning_for(loc: &Location, finding: &Finding) -> StoreWarning {
     }
 }
 
+/// File systems write a file back page by page.
+const PAGE: usize = 4096;
+
+/// Reads a metadata file; `None` when there is none. Metadata as an unsynced
+/// rename can leave it after a crash (empty, NUL bytes, or cut off at a page
+/// boundary) is read from the backup instead, with a warning.
 fn read_meta(path: &Path, ctx: &str) -> Result<Option<MetaFile>> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), path, e)),
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|source| StoreError::Metadata {
+    let source = match serde_json::from_slice(&bytes) {
+        Ok(file) => return Ok(Some(file)),
+        Err(source) => source,
+    };
+    let crashed = bytes.contains(&0) || (source.is_eof() && bytes.len() % PAGE == 0);
+    let mut backup = path.as_os_str().to_owned();
+    backup.push(".bak");
+    let backup = PathBuf::from(backup);
+    let restored = crashed
+        .then(|| fs::read(&backup).ok())
+        .flatten()
+        .and_then(|bytes| serde_json::from_slice::<MetaFile>(&bytes).ok());
+    let Some(mut file) = restored else {
+        return Err(StoreError::Metadata {
             context: ctx.to_owned(),
             path: path.to_owned(),
             source,
-        })
+        });
+    };
+    tracing::warn!(
+        "{}: {ctx}: the metadata was left damaged by a crash ({source}); read from {}",
+        path.display(),
+        backup.display()
+    );
+    file.from_backup = true;
+    Ok(Some(file))
 }
 
 fn read_all(file: &File) -> io::Result<Vec<u8>> {

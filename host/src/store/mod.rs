@@ -1,10 +1,11 @@
 //! Session stores: where conversations live between runs.
 //!
 //! [`SessionStore`] is the one interface every backend implements: the file
-//! store ([`FileStore`], one JSONL log per session) today, SQLite and a
-//! networked SQL store later. The log is append-only and is the truth; the
-//! metadata beside it ([`SessionMeta`]) is what listing reads, and may lag the
-//! log after a crash until the next load reconciles it.
+//! store ([`FileStore`], one JSONL log per session, the default) and SQLite
+//! ([`SqliteStore`], WAL), chosen by [`open`]; a networked SQL store fits the
+//! same trait later. In the file store the log is append-only and is the
+//! truth; the metadata beside it ([`SessionMeta`]) is what listing reads, and
+//! may lag the log after a crash until the next load reconciles it.
 //!
 //! A session is named by its id or by its key within an agent
 //! ([`SessionRef`]): the same chat (`telegram:123456`) talking to two agents
@@ -45,8 +46,12 @@ use uuid::Uuid;
 pub mod file;
 mod log;
 pub mod names;
+mod open;
+pub mod sqlite;
 
 pub use file::{FileStore, SessionFiles};
+pub use open::{SQLITE_PREFIX, open};
+pub use sqlite::SqliteStore;
 
 /// The agent a session belongs to when the caller names none.
 pub const DEFAULT_AGENT: &str = "default";
