@@ -161,7 +161,10 @@ fn bench_append(c: &mut Criterion) {
 /// Makes `SESSIONS` sessions the way the store lays them out: the metadata
 /// of one real session, copied with new ids, keys and times, its backup
 /// linked, and an empty log beside it. (Creating them through the store would
-/// cost two `fsync`s each, minutes for nothing listing looks at.)
+/// cost two `fsync`s each, minutes for nothing listing looks at.) They have
+/// no `<name>.state` record, like sessions written before it: listing tries
+/// to read one per session (a failed open here; a 64-byte read where a
+/// record exists, which these figures leave out).
 fn many_sessions(root: &Path) -> FileStore {
     let store = FileStore::open(root).expect("the store opens");
     let first = store

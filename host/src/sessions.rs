@@ -705,7 +705,7 @@ fn info(args: &InfoArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// The files that hold a session, labelled: the file store's log, metadata,
+/// The files that hold a session, labelled: the file store's log, metadata, state,
 /// sidecar and media folder, or the SQLite database.
 fn session_files(spec: &str, meta: &SessionMeta) -> Vec<(&'static str, PathBuf)> {
     if let Some(path) = spec.strip_prefix(SQLITE_PREFIX) {
@@ -716,6 +716,7 @@ fn session_files(spec: &str, meta: &SessionMeta) -> Vec<(&'static str, PathBuf)>
         Ok(files) => vec![
             ("log", files.log),
             ("metadata", files.meta),
+            ("state", files.state),
             ("sidecar", files.sidecar),
             ("media", files.media),
         ],

@@ -4,6 +4,7 @@
 //! <root>/sessions/<agent>/<name>.jsonl          one message per line, only ever appended
 //! <root>/sessions/<agent>/<name>.meta.json      SessionMeta, replaced atomically
 //! <root>/sessions/<agent>/<name>.meta.json.bak  the last metadata written with fsync
+//! <root>/sessions/<agent>/<name>.state          count and `updated`, 64 bytes overwritten in place
 //! <root>/sessions/<agent>/<name>.jsonl.corrupt  bytes quarantined from the log, with their offsets
 //! <root>/sessions/<agent>/<name>_media/         the session's media files
 //! ```
@@ -17,22 +18,41 @@
 //!
 //! **Durability.** An append serializes the call's messages into one buffer,
 //! writes it with one `write_all` on an `O_APPEND` file and `fdatasync`s
-//! before returning; a failed write is cut back off. Metadata is replaced by
+//! before returning; a failed write is cut back off. A process killed in the
+//! middle of that write can leave the first whole lines of its (never
+//! acknowledged) turn, and a torn last line, which the next open moves to the
+//! sidecar: messages are always whole, an acknowledged turn is always
+//! complete, but an interrupted turn is not rolled back (there is no turn
+//! commit marker in the log; SQLite's transactions do roll back). Metadata is replaced by
 //! writing a temporary file in the same folder, `fsync`, `rename` over, and
 //! `fsync` of the folder; that synced file also becomes `<name>.meta.json.bak`
 //! (a hard link, or a synced copy where links are refused; the store never
 //! writes a metadata file in place, so the link stays the synced version).
 //!
-//! An append's metadata refresh (count, `updated`) is a temporary file and a
-//! `rename` with no `fsync` at all, so an append waits for one `fdatasync`
-//! (the log's), not two. The log is the truth: should the refresh be lost in a crash, the
-//! previous metadata stands and the next load reconciles the count from the
-//! log. A file system that does not order data before a rename can instead
-//! leave the renamed file empty, NUL-filled or cut at a page boundary; such
-//! metadata is read from the backup (with a warning; a load then writes it
-//! back, synced), so the key, title and checkpoints, which only synced writes
-//! change, are never lost. Metadata damaged in any other way (by hand) is an
-//! error, as before: a person should see it, not have it papered over.
+//! An append does not touch the metadata file. Its count and `updated` go to
+//! `<name>.state`, a fixed-size record (magic, version, the session's id, the
+//! count, `updated`, and a SHA-256-based checksum over the rest) that the
+//! append overwrites in place with one `pwrite` at offset 0 and no `fsync`:
+//! creating or renaming a file per append would make the log's `fdatasync`
+//! carry a new inode in its journal commit, which costs as much again as the
+//! write itself. The record is created (and synced) with the session, and
+//! every synced metadata write rewrites it, synced, before the metadata (so
+//! a clear's count of 0 is never undone by an older record). Reading a
+//! session (get, list, load) reads the metadata and the record: a record
+//! whose checksum holds and that names the session gives the count and, when
+//! newer, `updated`. The log is the truth: a record lost in a crash leaves an
+//! older count, and one torn or garbled (checksum wrong, another session's
+//! id) is ignored; either way the next load reconciles the count from the log
+//! and rewrites the record, with a warning. A reader without the lock that
+//! meets a record mid-write reads it again; should it still not check, that
+//! reader falls back to the metadata's count.
+//!
+//! Metadata is thus only ever written synced, and a crash cannot leave it
+//! damaged where `fsync` is honoured. Should a file system or disk still
+//! leave it empty, NUL-filled or cut at a page boundary, it is read from the
+//! backup (with a warning; a load then writes it back, synced), so the key,
+//! title and checkpoints are never lost. Metadata damaged in any other way (by hand) is
+//! an error, as before: a person should see it, not have it papered over.
 //!
 //! **Recovery.** A record is committed when its newline is on disk. A log that
 //! does not end in a newline (a torn write, or NUL bytes a file system left)
@@ -52,9 +72,9 @@
 //! opens again if not, so no write ever lands in a deleted file.
 //!
 //! Deleting removes the metadata first (from then on the session does not
-//! exist), then the log, sidecar and media. A crash in between leaves a log
-//! without metadata, invisible to listing; creating a session with the same
-//! key adopts it (the log is the truth) and reports it.
+//! exist), then the log, state record, sidecar and media. A crash in
+//! between leaves a log without metadata, invisible to listing; creating a
+//! session with the same key adopts it (the log is the truth) and reports it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -114,6 +134,8 @@ pub struct SessionFiles {
     pub log: PathBuf,
     /// The metadata.
     pub meta: PathBuf,
+    /// The state record: the count and `updated` that appends refresh.
+    pub state: PathBuf,
     /// The sidecar of quarantined bytes (may not exist).
     pub sidecar: PathBuf,
     /// The media folder (may not exist).
@@ -140,6 +162,9 @@ impl Location {
     fn sidecar(&self) -> PathBuf {
         self.dir.join(format!("{}.jsonl.corrupt", self.name))
     }
+    fn state(&self) -> PathBuf {
+        self.dir.join(format!("{}.state", self.name))
+    }
     fn media(&self) -> PathBuf {
         self.dir.join(format!("{}_media", self.name))
     }
@@ -147,6 +172,7 @@ impl Location {
         SessionFiles {
             log: self.log(),
             meta: self.meta(),
+            state: self.state(),
             sidecar: self.sidecar(),
             media: self.media(),
         }
@@ -168,6 +194,21 @@ struct MetaFile {
     /// Read from the backup, the metadata file being damaged.
     #[serde(skip)]
     from_backup: bool,
+    /// What the state record said, when it was not used.
+    #[serde(skip)]
+    state: StateNote,
+}
+
+/// How the state record was found, when it could not be used.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+enum StateNote {
+    /// Read and used (or not read yet).
+    #[default]
+    Used,
+    /// There is none (a session from before the record).
+    Missing,
+    /// Damaged or stale: why, for a person.
+    Bad(String),
 }
 
 /// A session locked for writing: its location, its log (exclusively
@@ -268,7 +309,7 @@ impl FileStore {
                     dir: self.agent_dir(agent),
                     name: file_name(key),
                 };
-                let Some(file) = read_meta(&loc.meta(), &ctx)? else {
+                let Some(file) = read_session(&loc, &ctx)? else {
                     return Ok(None);
                 };
                 check_identity(session, &loc, &file.meta)?;
@@ -298,7 +339,7 @@ impl FileStore {
 
     fn located_at(&self, loc: Option<Location>, id: Uuid, ctx: &str) -> Result<Option<Located>> {
         let Some(loc) = loc else { return Ok(None) };
-        match read_meta(&loc.meta(), ctx)? {
+        match read_session(&loc, ctx)? {
             Some(file) if file.meta.id == id => {
                 self.remember(id, &loc);
                 Ok(Some((loc, file.meta)))
@@ -355,7 +396,7 @@ impl FileStore {
                     dir: dir.clone(),
                     name: name.to_owned(),
                 };
-                match read_meta(&loc.meta(), "listing sessions") {
+                match read_session(&loc, "listing sessions") {
                     Ok(Some(file)) => {
                         if agent.is_none_or(|a| a == file.meta.agent) {
                             self.remember(file.meta.id, &loc);
@@ -443,8 +484,7 @@ impl FileStore {
                 .ok_or_else(|| StoreError::NotFound(session.clone()))?,
             None => return Err(StoreError::NotFound(session.clone())),
         };
-        let meta =
-            read_meta(&loc.meta(), &ctx)?.ok_or_else(|| StoreError::NotFound(session.clone()))?;
+        let meta = read_session(loc, &ctx)?.ok_or_else(|| StoreError::NotFound(session.clone()))?;
         if !session.matches(&meta.meta) {
             check_identity(session, loc, &meta.meta)?;
             return Err(StoreError::NotFound(session.clone()));
@@ -457,11 +497,11 @@ impl FileStore {
         })
     }
 
-    /// Replaces the metadata atomically: temporary file, rename. With
-    /// `durable`, the temporary file is `fsync`ed, becomes the backup too, and
-    /// the folder is `fsync`ed after the rename. Without, nothing is synced:
-    /// for an append's count and time only, which the log can restore.
-    fn write_meta(&self, loc: &Location, file: &MetaFile, durable: bool, ctx: &str) -> Result<()> {
+    /// Replaces the metadata atomically and durably: the state record first
+    /// (in place, synced), then a temporary file, `fsync`ed, which becomes
+    /// the backup too, `rename`d over, and the folder `fsync`ed.
+    fn write_meta(&self, loc: &Location, file: &MetaFile, ctx: &str) -> Result<()> {
+        write_state(loc, &file.meta, true, ctx)?;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let path = loc.meta();
         // A leading dot: never taken for a session, and no key makes one.
@@ -483,16 +523,14 @@ impl FileStore {
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             let mut out = options.open(&tmp)?;
             out.write_all(&bytes)?;
-            if durable {
-                out.sync_all()?;
-                // The backup first: a crash between the renames leaves a
-                // newer backup and an older, whole, metadata file.
-                if fs::hard_link(&tmp, &backup_tmp).is_err() {
-                    fs::copy(&tmp, &backup_tmp)?;
-                    File::open(&backup_tmp)?.sync_all()?;
-                }
-                fs::rename(&backup_tmp, loc.backup())?;
+            out.sync_all()?;
+            // The backup first: a crash between the renames leaves a
+            // newer backup and an older, whole, metadata file.
+            if fs::hard_link(&tmp, &backup_tmp).is_err() {
+                fs::copy(&tmp, &backup_tmp)?;
+                File::open(&backup_tmp)?.sync_all()?;
             }
+            fs::rename(&backup_tmp, loc.backup())?;
             fs::rename(&tmp, &path)
         })();
         if let Err(e) = written {
@@ -500,10 +538,7 @@ impl FileStore {
             let _ = fs::remove_file(&backup_tmp);
             return Err(io_error(&format!("{ctx}: cannot write metadata"), &path, e));
         }
-        if durable {
-            sync_dir_of(&loc.dir, ctx)?;
-        }
-        Ok(())
+        sync_dir_of(&loc.dir, ctx)
     }
 
     /// Creates the session `new` at `loc` with `id`, or, when it exists and
@@ -527,7 +562,7 @@ impl FileStore {
         let log = self
             .open_log(loc, Access::Write { create: true }, &ctx)?
             .ok_or_else(|| StoreError::NotFound(session.clone()))?;
-        if let Some(existing) = read_meta(&loc.meta(), &ctx)? {
+        if let Some(existing) = read_session(loc, &ctx)? {
             check_identity(&session, loc, &existing.meta)?;
             if !session.matches(&existing.meta) {
                 // An anonymous session's name is its fresh UUID: taken only
@@ -577,8 +612,9 @@ impl FileStore {
             meta,
             extra: Map::new(),
             from_backup: false,
+            state: StateNote::Used,
         };
-        self.write_meta(loc, &file, true, &ctx)?;
+        self.write_meta(loc, &file, &ctx)?;
         self.remember(id, loc);
         Ok(Opened {
             meta: file.meta,
@@ -711,7 +747,7 @@ impl FileStore {
         let Some(log) = self.open_log(loc, Access::Read, &ctx)? else {
             return Ok(None);
         };
-        let Some(file) = read_meta(&loc.meta(), &ctx)? else {
+        let Some(file) = read_session(loc, &ctx)? else {
             return Err(StoreError::NotFound(session.clone()));
         };
         if !session.matches(&file.meta) {
@@ -724,6 +760,7 @@ impl FileStore {
             scan.findings.iter().filter(|f| f.quarantined()).collect();
         if scan.torn()
             || file.from_backup
+            || matches!(file.state, StateNote::Bad(_))
             || scan.messages.len() as u64 != file.meta.message_count
             || !self.quarantined_already(loc, &to_quarantine, &bytes, &ctx)?
         {
@@ -748,7 +785,12 @@ impl FileStore {
         fs::remove_file(&meta).map_err(|e| io_error(&format!("{ctx}: cannot delete"), &meta, e))?;
         sync_dir_of(&held.loc.dir, ctx)?;
         self.forget(held.meta.meta.id);
-        for path in [held.loc.log(), held.loc.sidecar(), held.loc.backup()] {
+        for path in [
+            held.loc.log(),
+            held.loc.state(),
+            held.loc.sidecar(),
+            held.loc.backup(),
+        ] {
             remove_if_exists(&path)
                 .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &path, e))?;
         }
@@ -825,9 +867,9 @@ impl SessionStore for FileStore {
             let meta = &mut held.meta.meta;
             meta.message_count += messages.len() as u64;
             meta.updated = meta.updated.max(self.now());
-            // The messages are durable: a metadata failure only delays the
+            // The messages are durable: a failed refresh only delays the
             // count, which the next load reconciles from the log.
-            if let Err(e) = self.write_meta(held.loc, &held.meta, false, ctx) {
+            if let Err(e) = write_state(held.loc, meta, false, ctx) {
                 tracing::warn!("{}", error_chain(&e));
             }
             Ok(held.meta.meta.clone())
@@ -859,6 +901,16 @@ impl SessionStore for FileStore {
                 });
                 held.meta.from_backup = false;
             }
+            if let StateNote::Bad(why) = &held.meta.state {
+                warnings.push(StoreWarning {
+                    path: held.loc.state(),
+                    line: None,
+                    offset: None,
+                    detail: format!("{why}; ignored, the count taken from the log and rewritten"),
+                });
+                held.meta.state = StateNote::Used;
+                rewrite = true;
+            }
             if held.meta.meta.message_count != count {
                 warnings.push(StoreWarning {
                     path: held.loc.meta(),
@@ -873,7 +925,7 @@ impl SessionStore for FileStore {
                 rewrite = true;
             }
             if rewrite {
-                self.write_meta(held.loc, &held.meta, true, held.ctx)?;
+                self.write_meta(held.loc, &held.meta, held.ctx)?;
             }
             for warning in &warnings {
                 tracing::warn!("{warning}");
@@ -902,7 +954,7 @@ impl SessionStore for FileStore {
             let meta = &mut held.meta.meta;
             meta.title = title.map(str::to_owned);
             meta.updated = meta.updated.max(self.now());
-            self.write_meta(held.loc, &held.meta, true, held.ctx)?;
+            self.write_meta(held.loc, &held.meta, held.ctx)?;
             Ok(held.meta.meta.clone())
         })
     }
@@ -929,7 +981,7 @@ impl SessionStore for FileStore {
             meta.message_count = 0;
             meta.checkpoints.clear();
             meta.updated = meta.updated.max(self.now());
-            self.write_meta(held.loc, &held.meta, true, ctx)?;
+            self.write_meta(held.loc, &held.meta, ctx)?;
             Ok(held.meta.meta.clone())
         })
     }
@@ -943,7 +995,7 @@ impl SessionStore for FileStore {
             let meta = &mut held.meta.meta;
             meta.checkpoints.push(checkpoint.clone());
             meta.updated = meta.updated.max(self.now());
-            self.write_meta(held.loc, &held.meta, true, held.ctx)?;
+            self.write_meta(held.loc, &held.meta, held.ctx)?;
             Ok(held.meta.meta.clone())
         })
     }
@@ -1056,6 +1108,124 @@ fn read_meta(path: &Path, ctx: &str) -> Result<Option<MetaFile>> {
     );
     file.from_backup = true;
     Ok(Some(file))
+}
+
+/// The state record's size, magic and layout version.
+const STATE_LEN: usize = 64;
+const STATE_MAGIC: &[u8; 8] = b"AHSTATE\0";
+const STATE_VERSION: u32 = 1;
+
+/// The state record: `magic[8] version:u32 pad[4] id[16] count:u64
+/// secs:i64 nanos:u32 pad[4] zero[4] checksum[8]`, little-endian; the
+/// checksum is the first 8 bytes of the SHA-256 of the 56 bytes before it.
+fn encode_state(meta: &SessionMeta) -> [u8; STATE_LEN] {
+    let mut out = [0u8; STATE_LEN];
+    out[0..8].copy_from_slice(STATE_MAGIC);
+    out[8..12].copy_from_slice(&STATE_VERSION.to_le_bytes());
+    out[16..32].copy_from_slice(meta.id.as_bytes());
+    out[32..40].copy_from_slice(&meta.message_count.to_le_bytes());
+    out[40..48].copy_from_slice(&meta.updated.timestamp().to_le_bytes());
+    out[48..52].copy_from_slice(&meta.updated.timestamp_subsec_nanos().to_le_bytes());
+    let sum = state_checksum(&out[..56]);
+    out[56..64].copy_from_slice(&sum);
+    out
+}
+
+fn state_checksum(bytes: &[u8]) -> [u8; 8] {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(bytes);
+    let mut sum = [0u8; 8];
+    sum.copy_from_slice(&digest[..8]);
+    sum
+}
+
+/// The count and `updated` of a state record, or why it cannot be used.
+fn decode_state(bytes: &[u8], id: Uuid) -> std::result::Result<(u64, DateTime<Utc>), String> {
+    let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+    if bytes.len() != STATE_LEN {
+        return Err(format!(
+            "the state record is {} bytes, not {STATE_LEN} (torn or damaged)",
+            bytes.len()
+        ));
+    }
+    if state_checksum(&bytes[..56]) != bytes[56..64] || &bytes[0..8] != STATE_MAGIC {
+        return Err("the state record is damaged (its checksum does not match)".into());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != STATE_VERSION {
+        return Err(format!("the state record has an unknown version {version}"));
+    }
+    if bytes[16..32] != *id.as_bytes() {
+        return Err("the state record belongs to another session (left by a delete)".into());
+    }
+    let secs = u64_at(40).cast_signed();
+    let nanos = u32::from_le_bytes(bytes[48..52].try_into().expect("4 bytes"));
+    let updated = DateTime::from_timestamp(secs, nanos)
+        .ok_or_else(|| "the state record's time is out of range".to_owned())?;
+    Ok((u64_at(32), updated))
+}
+
+/// Reads a session's metadata and merges its state record: the record's
+/// count, and its `updated` when newer, when it is whole and names the
+/// session; otherwise the note says why not.
+fn read_session(loc: &Location, ctx: &str) -> Result<Option<MetaFile>> {
+    let Some(mut file) = read_meta(&loc.meta(), ctx)? else {
+        return Ok(None);
+    };
+    let path = loc.state();
+    // A reader without the lock can meet an append's write half done: a
+    // record that does not check is read once more before it is judged.
+    let read = || fs::read(&path);
+    let read = read().and_then(|bytes| {
+        if decode_state(&bytes, file.meta.id).is_ok() {
+            Ok(bytes)
+        } else {
+            read()
+        }
+    });
+    file.state = match read {
+        Ok(bytes) => match decode_state(&bytes, file.meta.id) {
+            Ok((count, updated)) => {
+                file.meta.message_count = count;
+                file.meta.updated = file.meta.updated.max(updated);
+                StateNote::Used
+            }
+            Err(why) => {
+                tracing::warn!("{}: {ctx}: {why}", path.display());
+                StateNote::Bad(why)
+            }
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => StateNote::Missing,
+        Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), &path, e)),
+    };
+    Ok(Some(file))
+}
+
+/// Overwrites the state record in place with one write at offset 0 (creating
+/// it when missing), `fdatasync`ed when `durable`.
+fn write_state(loc: &Location, meta: &SessionMeta, durable: bool, ctx: &str) -> Result<()> {
+    let path = loc.state();
+    let record = encode_state(meta);
+    let written = (|| {
+        let mut options = OpenOptions::new();
+        options.write(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let out = options.open(&path)?;
+        #[cfg(unix)]
+        std::os::unix::fs::FileExt::write_all_at(&out, &record, 0)?;
+        #[cfg(not(unix))]
+        {
+            let mut out = &out;
+            out.seek(SeekFrom::Start(0))?;
+            out.write_all(&record)?;
+        }
+        if durable {
+            out.sync_data()?;
+        }
+        Ok::<_, io::Error>(())
+    })();
+    written.map_err(|e| io_error(&format!("{ctx}: cannot write the state record"), &path, e))
 }
 
 fn read_all(file: &File) -> io::Result<Vec<u8>> {
