@@ -96,7 +96,7 @@ use super::log::{self, Finding, FindingKind, SidecarIndex};
 use super::names::file_name;
 use super::{
     History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
-    SessionStore, StoreError, StoreWarning, page_of,
+    SessionStore, StoreError, StoreWarning, error_chain, page_of,
 };
 
 /// The version of the metadata file's layout.
@@ -1310,16 +1310,4 @@ fn io_error(context: &str, path: &Path, source: io::Error) -> StoreError {
         path: path.to_owned(),
         source,
     }
-}
-
-/// An error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -442,3 +442,15 @@ pub(crate) fn page_of(mut all: Vec<SessionMeta>, page: &PageRequest) -> (Vec<Ses
     let sessions = all.into_iter().skip(page.offset).take(page.limit).collect();
     (sessions, total)
 }
+
+/// An error and its causes on one line.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -47,7 +47,7 @@ use uuid::Uuid;
 
 use super::{
     History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
-    SessionStore, StoreError, StoreWarning,
+    SessionStore, StoreError, StoreWarning, error_chain,
 };
 
 /// The schema version this build writes, kept in `PRAGMA user_version`.
@@ -796,18 +796,6 @@ fn backend(context: String, e: rusqlite::Error) -> StoreError {
         context,
         source: Box::new(e),
     }
-}
-
-/// An error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
