@@ -814,14 +814,7 @@ impl SessionStore for FileStore {
     }
 
     fn get_or_create(&self, new: &NewSession) -> Result<Opened> {
-        new.validate()?;
-        let Some(session) = new.reference() else {
-            return Err(StoreError::Invalid {
-                what: "session key",
-                value: String::new(),
-                reason: "get-or-create needs a key; use create for an anonymous session".into(),
-            });
-        };
+        let session = new.keyed_reference()?;
         if let Some((_, meta)) = self.locate(&session)? {
             return Ok(Opened {
                 meta,

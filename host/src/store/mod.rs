@@ -151,6 +151,17 @@ impl NewSession {
             .map(|key| SessionRef::key(self.agent.clone(), key.clone()))
     }
 
+    /// What `get_or_create` opens: the keyed reference, after
+    /// [`NewSession::validate`]; an anonymous session has nothing to open.
+    pub fn keyed_reference(&self) -> Result<SessionRef> {
+        self.validate()?;
+        self.reference().ok_or_else(|| StoreError::Invalid {
+            what: "session key",
+            value: String::new(),
+            reason: "get-or-create needs a key; use create for an anonymous session".into(),
+        })
+    }
+
     /// Refuses what no backend can store: an empty agent or key.
     pub fn validate(&self) -> Result<()> {
         if self.agent.is_empty() {

@@ -302,14 +302,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn get_or_create(&self, new: &NewSession) -> Result<Opened> {
-        new.validate()?;
-        let Some(session) = new.reference() else {
-            return Err(StoreError::Invalid {
-                what: "session key",
-                value: String::new(),
-                reason: "get-or-create needs a key; use create for an anonymous session".into(),
-            });
-        };
+        let session = new.keyed_reference()?;
         // Looked up and created under the write lock: one caller, in any
         // process, creates it.
         let fail = |e| self.fail(&session, "cannot create the session in", e);
