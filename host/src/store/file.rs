@@ -87,11 +87,12 @@ use std::time::Duration;
 
 use agent_host_core::format::jsonl;
 use agent_host_core::{Checkpoint, Message};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::idle_cutoff;
 use super::log::{self, Finding, FindingKind, SidecarIndex};
 use super::names::file_name;
 use super::{
@@ -994,10 +995,7 @@ impl SessionStore for FileStore {
     }
 
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>> {
-        let Some(cutoff) = TimeDelta::from_std(idle)
-            .ok()
-            .and_then(|idle| now.checked_sub_signed(idle))
-        else {
+        let Some(cutoff) = idle_cutoff(idle, now) else {
             return Ok(Vec::new());
         };
         let (found, _) = self.walk(None)?;

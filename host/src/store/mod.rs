@@ -465,3 +465,11 @@ pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// The last `updated` time a session idle for longer than `idle` can have at
+/// `now`; `None` when `idle` reaches before the calendar (nothing is that old).
+pub(crate) fn idle_cutoff(idle: std::time::Duration, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    chrono::TimeDelta::from_std(idle)
+        .ok()
+        .and_then(|idle| now.checked_sub_signed(idle))
+}

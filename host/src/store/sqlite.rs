@@ -41,10 +41,11 @@ use std::time::Duration;
 
 use agent_host_core::format::jsonl;
 use agent_host_core::{Checkpoint, Message};
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 use uuid::Uuid;
 
+use super::idle_cutoff;
 use super::{
     History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
     SessionStore, StoreError, StoreWarning, error_chain,
@@ -565,10 +566,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>> {
-        let Some(cutoff) = TimeDelta::from_std(idle)
-            .ok()
-            .and_then(|idle| now.checked_sub_signed(idle))
-        else {
+        let Some(cutoff) = idle_cutoff(idle, now) else {
             return Ok(Vec::new());
         };
         let fail = |e| {
@@ -803,8 +801,9 @@ mod tests {
         let times = [
             Utc.with_ymd_and_hms(999, 1, 1, 0, 0, 0).unwrap(),
             Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap(),
-            Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap() + TimeDelta::nanoseconds(1),
-            Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap() + TimeDelta::milliseconds(900),
+            Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap() + chrono::TimeDelta::nanoseconds(1),
+            Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 0).unwrap()
+                + chrono::TimeDelta::milliseconds(900),
             Utc.with_ymd_and_hms(2025, 6, 1, 12, 0, 1).unwrap(),
             Utc::now(),
         ];
