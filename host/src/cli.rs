@@ -8,7 +8,12 @@ use agent_host_core::format::{self, Format, FormatError};
 use agent_host_core::pairing::ToolPairing;
 use agent_host_core::{HeuristicCounter, Message};
 use anyhow::Context;
-use clap::{ArgMatches, Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, Parser, Subcommand};
+
+use crate::chat::ChatArgs;
+use crate::config::{Overrides, Settings};
+use crate::engine::{Engine, EngineConfig};
+use crate::runtime::ProcessorOptions;
 
 use crate::input::{self, Loaded};
 use crate::run::{ProcessorFailed, RunArgs, UsageError};
@@ -17,6 +22,10 @@ use crate::run::{ProcessorFailed, RunArgs, UsageError};
 pub const EXIT_BAD_INPUT: u8 = 65;
 /// Exit code for a processor that failed under the `fail` policy, or could not be loaded.
 pub const EXIT_PROCESSOR_FAILED: u8 = 3;
+/// Exit code for a model provider that failed or could not be reached (sysexits' EX_UNAVAILABLE).
+pub const EXIT_PROVIDER_FAILED: u8 = 69;
+/// Exit code for a configuration file or variable that is wrong (sysexits' EX_CONFIG).
+pub const EXIT_CONFIG: u8 = 78;
 
 /// agent-host: sessions and context for LLM agents, with sandboxed history processors.
 #[derive(Debug, Parser)]
@@ -31,8 +40,27 @@ pub struct Cli {
         value_parser = clap::builder::NonEmptyStringValueParser::new()
     )]
     store: Option<String>,
+    /// The configuration file to read (default: the AGENT_HOST_CONFIG environment variable, else
+    /// `agent-host.toml` in the working directory, else in the user config folder).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log more on standard error: -v info, -vv debug, -vvv trace (RUST_LOG, when set, wins).
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+impl Cli {
+    /// How many times `-v` was given.
+    pub fn verbosity(&self) -> u8 {
+        self.verbose
+    }
+
+    /// The effective configuration for a command with `overrides`.
+    fn settings(&self, overrides: &Overrides) -> anyhow::Result<Settings> {
+        Settings::load(self.config.as_deref(), overrides, self.store.as_deref())
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,6 +72,28 @@ enum Command {
     /// --processor in order inside the WebAssembly sandbox, validates the result and writes
     /// it (OpenAI chat messages by default) with an optional provenance report.
     Run(Box<RunArgs>),
+    /// Talk to the configured model in a stored session, with slash commands.
+    ///
+    /// Each message is a turn: the session's history goes through the pipeline (summarizing
+    /// and pruning as configured) and the processors, then to the model; the reply streams in
+    /// and both are stored. Without a provider it shows the context that would be sent.
+    Chat(Box<ChatCommand>),
+    /// Show how full a session's context is and how close each summarization trigger is.
+    #[command(after_help = "Examples:\n  agent-host context --session work\n  \
+        agent-host context --session telegram:123456 --agent support --json")]
+    Context(Box<ContextCommand>),
+    /// Show the effective configuration and where each value came from.
+    #[command(subcommand)]
+    Config(crate::config::ConfigCommand),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  \
+        agent-host completions bash > ~/.local/share/bash-completion/completions/agent-host\n  \
+        agent-host completions zsh > ~/.zfunc/_agent-host\n  \
+        agent-host completions fish > ~/.config/fish/completions/agent-host.fish")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Write processors: scaffold a Rust processor crate, build it into a component.
     #[command(subcommand)]
     Processor(crate::processor::ProcessorCommand),
@@ -80,6 +130,35 @@ enum Command {
     },
 }
 
+/// `agent-host chat`'s options.
+#[derive(Debug, clap::Args)]
+pub struct ChatCommand {
+    #[command(flatten)]
+    chat: ChatArgs,
+    /// A processor component (or Rust processor crate) to run on every view; repeat for a
+    /// chain. Given, it replaces the `[[processors]]` of the configuration.
+    #[arg(long = "processor", short = 'p', value_name = "FILE.wasm|CRATE")]
+    processors: Vec<PathBuf>,
+    #[command(flatten)]
+    overrides: Overrides,
+}
+
+/// `agent-host context`'s options.
+#[derive(Debug, clap::Args)]
+pub struct ContextCommand {
+    /// The session: its key (within --agent) or its id.
+    #[arg(long, value_name = "KEY|ID")]
+    session: String,
+    /// The agent the key belongs to.
+    #[arg(long, value_name = "AGENT", default_value = crate::store::DEFAULT_AGENT)]
+    agent: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    overrides: Overrides,
+}
+
 /// Runs a parsed command line, writing results to `out`.
 ///
 /// Errors caused by unreadable input carry a [`FormatError`] in their chain,
@@ -89,18 +168,70 @@ enum Command {
 /// `matches` are the matches `cli` was built from: `run` reads the order of
 /// its per-processor options from them.
 pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Result<()> {
-    match cli.command {
+    match &cli.command {
         Command::Run(args) => {
             let sub = matches
                 .subcommand_matches("run")
                 .context("the run subcommand's matches")?;
-            let spec = crate::sessions::store_spec(cli.store.as_deref());
-            crate::run::run(*args, sub, &spec, out)
+            let settings = cli.settings(args.overrides())?;
+            let Command::Run(args) = cli.command else {
+                unreachable!("matched above")
+            };
+            crate::run::run(*args, sub, &settings, out)
         }
-        Command::Sessions(command) => {
-            let spec = crate::sessions::store_spec(cli.store.as_deref());
-            crate::sessions::run(command, &spec, out)
+        Command::Sessions(_) => {
+            let settings = cli.settings(&Overrides::default())?;
+            let Command::Sessions(command) = cli.command else {
+                unreachable!("matched above")
+            };
+            crate::sessions::run(command, &settings.store, out)
         }
+        Command::Chat(command) => {
+            let settings = cli.settings(&command.overrides)?;
+            let processors = (!command.processors.is_empty()).then(|| {
+                command
+                    .processors
+                    .iter()
+                    .map(|p| (p.clone(), ProcessorOptions::default()))
+                    .collect()
+            });
+            let engine = open_engine(&settings, processors)?;
+            crate::chat::run(&command.chat, &engine, out)
+        }
+        Command::Context(command) => {
+            let settings = cli.settings(&command.overrides)?;
+            let name = crate::sessions::SessionName {
+                session: command.session.clone(),
+                agent: command.agent.clone(),
+            };
+            crate::context::run(&name, command.json, &settings, out)
+        }
+        Command::Config(command) => {
+            crate::config::run(command, cli.config.as_deref(), cli.store.as_deref(), out)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "agent-host", out);
+            Ok(())
+        }
+        Command::Processor(_) | Command::Inspect { .. } | Command::Convert { .. } => {
+            run_local(cli.command, out)
+        }
+    }
+}
+
+/// An engine over the configured store and provider.
+pub(crate) fn open_engine(
+    settings: &Settings,
+    processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
+) -> anyhow::Result<Engine> {
+    let config = EngineConfig::from_settings(settings, processors);
+    let store = crate::sessions::open_store(&settings.store)?;
+    Engine::new(config, std::sync::Arc::from(store))
+}
+
+/// The commands that need neither configuration nor store.
+fn run_local(command: Command, out: &mut dyn Write) -> anyhow::Result<()> {
+    match command {
         Command::Processor(command) => crate::processor::run(command, out),
         Command::Inspect { file, format } => {
             let loaded = match file {
@@ -125,6 +256,7 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             }
             Ok(())
         }
+        _ => unreachable!("run_local is only called for local commands"),
     }
 }
 
@@ -136,6 +268,13 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
         ExitCode::from(EXIT_PROCESSOR_FAILED)
     } else if error.chain().any(|e| e.is::<UsageError>()) {
         ExitCode::from(2)
+    } else if error.chain().any(|e| e.is::<crate::config::ConfigError>()) {
+        ExitCode::from(EXIT_CONFIG)
+    } else if error
+        .chain()
+        .any(|e| e.is::<crate::provider::ProviderError>())
+    {
+        ExitCode::from(EXIT_PROVIDER_FAILED)
     } else {
         ExitCode::FAILURE
     }

@@ -11,10 +11,17 @@
 
 pub use agent_host_core as core;
 
+pub mod chat;
 pub mod cli;
+pub mod config;
+pub mod context;
+pub mod engine;
 pub mod input;
 pub mod processor;
+pub mod provider;
 pub mod run;
 pub mod runtime;
 pub mod sessions;
 pub mod store;
+pub mod style;
+pub mod summarizer;

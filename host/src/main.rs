@@ -5,10 +5,12 @@ use std::process::ExitCode;
 
 use agent_host::cli::{self, Cli};
 use clap::{CommandFactory, FromArgMatches};
+use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    init_tracing(cli.verbosity());
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let result = cli::run(cli, &matches, &mut out).and_then(|()| Ok(out.flush()?));
@@ -16,10 +18,38 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // What was printed before the error stays in order before it.
+            let _ = out.flush();
+            let color = agent_host::style::stderr();
+            eprintln!(
+                "{} {e:#}",
+                agent_host::style::paint(agent_host::style::ERROR, "error:", color)
+            );
             cli::exit_code(&e)
         }
     }
+}
+
+/// Logs go to standard error. `RUST_LOG` (e.g. `agent_host=debug`) wins when
+/// set; otherwise `-v` raises agent-host's own level from warnings to info,
+/// `-vv` to debug, `-vvv` to trace.
+fn init_tracing(verbosity: u8) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let level = match verbosity {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        };
+        EnvFilter::new(format!("warn,agent_host={level},agent_host_core={level}"))
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(agent_host::style::stderr())
+        .with_target(verbosity > 1)
+        .without_time()
+        .init();
 }
 
 /// A reader that stopped reading (`agent-host inspect | head`) is not an error.

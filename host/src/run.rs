@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use agent_host_core::budget::BudgetConfig;
 use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::format::{self, Format};
 use agent_host_core::pipeline::{self, Compaction, PipelineConfig, SummaryOutcome};
@@ -15,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use clap::{ArgAction, ArgMatches, Args};
 use serde_json::{Value, json};
 
+use crate::config::Settings;
 use crate::input;
 use crate::runtime::{
     FailurePolicy, InvalidPolicy, ProcessorError, ProcessorOptions, RunInfo, Runtime, RuntimeConfig,
@@ -29,7 +29,9 @@ Per-processor options (--processor-config, --allow-*, --on-failure, --on-invalid
 Examples:
   agent-host run --input chat.json --processor keep-last-turns.wasm --processor-config '{\"turns\":2}'
   agent-host run --input - --context-limit 8000 --no-compact --report report.json < session.jsonl
-  agent-host run --session telegram:123456 --context-limit 8000")]
+  agent-host run --session telegram:123456 --context-limit 8000
+  agent-host run --session work --message 'What did we decide about the cache?'
+  echo 'Summarize the open tasks' | agent-host run --session work --message -")]
 pub struct RunArgs {
     /// The history to read (`-` for standard input); the built-in sample session when neither
     /// this nor --session is given.
@@ -39,8 +41,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
     format: Option<Format>,
     /// Read the history of this stored session (its key within --agent, or its id) instead of
-    /// --input (its latest checkpoint, if any, stands for what it summarises). Nothing is appended to the session: a run
-    /// generates no replies, and what the pipeline and processors make is a view for the
+    /// --input (its latest checkpoint, if any, stands for what it summarises). Without
+    /// --message nothing is appended: what the pipeline and processors make is a view for the
     /// model, not new conversation.
     #[arg(long, value_name = "KEY|ID", conflicts_with_all = ["input", "format"])]
     session: Option<String>,
@@ -75,9 +77,13 @@ pub struct RunArgs {
     /// The memory limit of the processor before it, in MiB (default 64).
     #[arg(long = "memory-mib", value_name = "MIB", action = ArgAction::Append)]
     memory_mib: Vec<usize>,
-    /// The model's context window, in tokens: the pipeline makes the history fit it.
-    #[arg(long, value_name = "TOKENS", default_value_t = 128_000)]
-    context_limit: u32,
+    /// Send this message as a new turn of --session to the configured model, print the reply
+    /// (streamed) and store both; `-` reads it from standard input. Without a configured
+    /// provider, prints the context that would be sent and stores nothing.
+    #[arg(long, value_name = "TEXT", requires = "session")]
+    message: Option<String>,
+    #[command(flatten)]
+    overrides: crate::config::Overrides,
     /// Only repair the history before the processors: no pruning, summary or truncation.
     #[arg(long)]
     no_compact: bool,
@@ -104,6 +110,13 @@ pub struct RunArgs {
     quiet: bool,
 }
 
+impl RunArgs {
+    /// The configuration overrides given on the command line.
+    pub fn overrides(&self) -> &crate::config::Overrides {
+        &self.overrides
+    }
+}
+
 /// A processor under the `fail` policy failed, or could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -117,8 +130,23 @@ pub struct UsageError(pub String);
 /// Runs `agent-host run`. `matches` are the subcommand's own matches, used
 /// to tie each per-processor option to the `--processor` before it; `store`
 /// is the store spec `--session` reads from (see [`crate::sessions::store_spec`]).
-pub fn run(args: RunArgs, matches: &ArgMatches, store: &str, out: &mut dyn Write) -> Result<()> {
-    let options = per_processor_options(&args, matches)?;
+pub fn run(
+    args: RunArgs,
+    matches: &ArgMatches,
+    settings: &Settings,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let store = settings.store.as_str();
+    let mut options = per_processor_options(&args, matches)?;
+    let mut processor_paths = args.processors.clone();
+    if processor_paths.is_empty() {
+        // No --processor: the configured chain.
+        (processor_paths, options) = settings.processor_options().into_iter().unzip();
+    }
+    if let Some(message) = &args.message {
+        let chain = processor_paths.into_iter().zip(options).collect();
+        return turn(&args, message, chain, settings, out);
+    }
     let counter = HeuristicCounter::default();
     let mut checkpoint = None;
     let loaded = match (&args.session, &args.input) {
@@ -143,14 +171,12 @@ pub fn run(args: RunArgs, matches: &ArgMatches, store: &str, out: &mut dyn Write
     let input_tokens = total_tokens(&log, &counter);
 
     // The core pipeline: make the history fit.
-    let budget = BudgetConfig::for_window(args.context_limit);
+    let configured = settings.pipeline_config();
+    let budget = configured.budget.clone();
     let config = if args.no_compact {
         PipelineConfig::repair_only(budget.clone())
     } else {
-        PipelineConfig {
-            budget: budget.clone(),
-            ..PipelineConfig::default()
-        }
+        configured
     };
     let summarizer = ExtractiveSummarizer::default();
     let now = chrono::Utc::now();
@@ -202,7 +228,7 @@ pub fn run(args: RunArgs, matches: &ArgMatches, store: &str, out: &mut dyn Write
             ..RuntimeConfig::default()
         })?;
         let mut processors = Vec::with_capacity(options.len());
-        for (path, opts) in args.processors.iter().zip(options) {
+        for (path, opts) in processor_paths.iter().zip(options) {
             let path = component_of(path, args.quiet)?;
             let p = runtime
                 .load_file(&path, opts)
@@ -293,6 +319,93 @@ pub fn run(args: RunArgs, matches: &ArgMatches, store: &str, out: &mut dyn Write
     Ok(())
 }
 
+/// `run --session KEY --message TEXT`: one turn against the configured
+/// provider, the reply printed as it streams in.
+fn turn(
+    args: &RunArgs,
+    message: &str,
+    processors: Vec<(PathBuf, crate::runtime::ProcessorOptions)>,
+    settings: &Settings,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let text = if message == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("cannot read the message from standard input")?;
+        text
+    } else {
+        message.to_owned()
+    };
+    if text.trim().is_empty() {
+        return Err(UsageError("the message is empty".into()).into());
+    }
+    let session = args
+        .session
+        .as_deref()
+        .context("--message needs --session")?;
+    let mut config = crate::engine::EngineConfig::from_settings(settings, Some(processors));
+    config.quiet = args.quiet;
+    config.agent = args.agent.clone();
+    if args.no_compact {
+        config.pipeline = PipelineConfig::repair_only(config.pipeline.budget.clone());
+        config.auto_summarize = false;
+    }
+    let store = crate::sessions::open_store(&settings.store)?;
+    let engine = crate::engine::Engine::new(config, std::sync::Arc::from(store))?;
+    let reference = match uuid::Uuid::parse_str(session) {
+        Ok(id) if engine.store().get(&id.into())?.is_some() => id.into(),
+        _ => crate::store::SessionRef::key(args.agent.clone(), session.to_owned()),
+    };
+    let color = crate::style::stdout();
+    let (outcome, streamed) = crate::chat::stream_turn(out, color, |on_event| {
+        engine.turn(&reference, text.trim_end_matches('\n'), on_event)
+    })?;
+    if outcome.reply.is_none() {
+        // Offline: the context that would be sent, in the output format.
+        if !args.quiet {
+            eprintln!(
+                "offline: no provider is configured; this is the context that would be sent (nothing was stored)"
+            );
+        }
+        let format = args.to.unwrap_or(Format::OpenAi);
+        let text = format::write(format, &outcome.prepared.view)
+            .with_context(|| format!("cannot write the context as {format}"))?;
+        match &args.output {
+            Some(path) => std::fs::write(path, text)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+            None => out.write_all(text.as_bytes())?,
+        }
+    } else {
+        crate::chat::finish_turn(&outcome, streamed, false, color, out)?;
+    }
+    if let Some(path) = &args.report {
+        let report = json!({
+            "session": outcome.session.as_ref().map(|s| s.id),
+            "pipeline": pipeline_json(&outcome.prepared.compaction),
+            "processors": outcome.prepared.processors,
+            "summarizer": outcome.prepared.summarizer.as_ref().map(|c| json!({
+                "requests": c.requests,
+                "input_tokens": c.input_tokens,
+                "output_tokens": c.output_tokens,
+                "fell_back": c.fell_back,
+            })),
+            "aggressive_retry": outcome.aggressive_retry,
+            "reply": outcome.reply.as_ref().map(|r| json!({
+                "id": r.id,
+                "model": r.model,
+                "usage": r.usage.as_ref().map(|u| json!({
+                    "input_tokens": u.input_tokens,
+                    "output_tokens": u.output_tokens,
+                })),
+                "tool_calls": r.tool_calls.len(),
+            })),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn fail(error: ProcessorError) -> anyhow::Error {
     ProcessorFailed(format!("{error} (its failure policy is `fail`)")).into()
 }
@@ -329,7 +442,25 @@ fn pipeline_json(c: &Compaction) -> Value {
             "error": error,
         }),
     };
+    // The seeds' `context_compacted` event, as a line of the report (the
+    // engine also emits it as a tracing event when it stores the checkpoint).
+    let events: Vec<Value> = match (&r.summary, &c.checkpoint) {
+        (
+            SummaryOutcome::Summarized {
+                trigger, covered, ..
+            },
+            Some(cp),
+        ) => vec![json!({
+            "event": "context_compacted",
+            "trigger": format!("{trigger:?}"),
+            "covered": covered,
+            "boundary_id": cp.boundary_id,
+            "summary_id": cp.summary_id,
+        })],
+        _ => Vec::new(),
+    };
     json!({
+        "events": events,
         "repairs": r.repairs.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "doom_loops": r.doom_loops.iter().map(|d| json!({"tool": d.tool, "count": d.count})).collect::<Vec<_>>(),
         "pruned": r.pruned.iter().map(|p| json!({
@@ -414,7 +545,7 @@ fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<Processor
 
 /// The component for `--processor PATH`: PATH itself, or what building the
 /// Rust processor crate in folder PATH produces.
-fn component_of(path: &Path, quiet: bool) -> anyhow::Result<PathBuf> {
+pub(crate) fn component_of(path: &Path, quiet: bool) -> anyhow::Result<PathBuf> {
     let is_crate = path.is_dir() || path.file_name().is_some_and(|n| n == "Cargo.toml");
     if !is_crate {
         return Ok(path.to_owned());

@@ -85,7 +85,7 @@ fn store_exists(spec: &str) -> bool {
 
 /// Opens the store for a command that only reads: `None` when nothing is
 /// stored at `spec` yet, so that reading never creates a store.
-fn open_existing(spec: &str) -> Result<Option<Box<dyn SessionStore>>> {
+pub(crate) fn open_existing(spec: &str) -> Result<Option<Box<dyn SessionStore>>> {
     if store_exists(spec) {
         open_store(spec).map(Some)
     } else {
@@ -324,15 +324,12 @@ pub fn load_for_run(spec: &str, name: &SessionName) -> Result<(Loaded, SessionMe
     Ok((loaded, history.meta))
 }
 
-/// Loads a session, reporting on standard error what was wrong with its log.
+/// Loads a session. What was wrong with its log is reported by the store
+/// (as `tracing` warnings, shown on standard error by default).
 fn load(store: &dyn SessionStore, meta: &SessionMeta) -> Result<History> {
-    let history = store
+    store
         .load(&meta.reference())
-        .with_context(|| format!("cannot load session {}", describe(meta)))?;
-    for warning in &history.warnings {
-        eprintln!("warning: {warning}");
-    }
-    Ok(history)
+        .with_context(|| format!("cannot load session {}", describe(meta)))
 }
 
 fn list(args: &ListArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
@@ -894,7 +891,7 @@ fn batches(messages: &[Message], max: usize) -> Vec<&[Message]> {
 }
 
 /// A session for messages: its key and agent, or its id.
-fn describe(meta: &SessionMeta) -> String {
+pub(crate) fn describe(meta: &SessionMeta) -> String {
     match &meta.key {
         Some(key) => format!("{key:?} of agent {:?}", meta.agent),
         None => meta.id.to_string(),
@@ -902,7 +899,7 @@ fn describe(meta: &SessionMeta) -> String {
 }
 
 /// The name a user types for a session in the listing: its key, or its id.
-fn shown_name(meta: &SessionMeta) -> String {
+pub(crate) fn shown_name(meta: &SessionMeta) -> String {
     match &meta.key {
         Some(key) => shown(key).into_owned(),
         None => meta.id.to_string(),
@@ -930,7 +927,7 @@ fn time(t: DateTime<Utc>) -> String {
 }
 
 /// A session's metadata as JSON, for `--json`.
-fn session_json(meta: &SessionMeta) -> Value {
+pub(crate) fn session_json(meta: &SessionMeta) -> Value {
     json!({
         "id": meta.id,
         "key": meta.key,

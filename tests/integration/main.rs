@@ -1,7 +1,12 @@
 //! Cross-crate tests: the real `agent-host` binary on real and hostile input.
 
+mod chat;
 mod cli;
+mod config;
+mod llm_server;
+mod processor_tools;
 mod processors;
+mod provider;
 mod run;
 mod runtime;
 mod sessions;

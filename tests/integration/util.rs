@@ -4,9 +4,28 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// The `agent-host` binary built for this test run.
+/// The `agent-host` binary built for this test run, hermetic: no
+/// configuration file of the user's, no configuration from the environment
+/// of whoever runs the tests, no colour.
 pub fn agent_host() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agent-host"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-host"));
+    let nowhere = std::env::temp_dir().join("agent-host-tests-no-user-config");
+    command
+        .env("XDG_CONFIG_HOME", &nowhere)
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("CLICOLOR_FORCE");
+    for var in [
+        "AGENT_HOST_CONFIG",
+        "AGENT_HOST_PROVIDER",
+        "AGENT_HOST_MODEL",
+        "AGENT_HOST_BASE_URL",
+        "AGENT_HOST_API_KEY_ENV",
+        "AGENT_HOST_CONTEXT_LIMIT",
+    ] {
+        command.env_remove(var);
+    }
+    command
 }
 
 /// Runs `agent-host` with `args`, feeding `stdin`, and returns its output.

@@ -1,16 +1,29 @@
 //! `agent-host processor`: tools for processor authors. `new` scaffolds a Rust
 //! processor crate; `build` turns one (or a workspace of them) into
-//! components.
+//! components; `inspect` shows what a component is and what it needs;
+//! `check` runs it over awkward histories; `bench` times it.
 
+mod bench;
 mod build;
+mod check;
+mod inspect;
 mod scaffold;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 
+use crate::run::ProcessorFailed;
+use crate::runtime::{
+    Cause, CompileCache, FailurePolicy, Processor, ProcessorOptions, Runtime, RuntimeConfig,
+};
+
+pub use bench::BenchArgs;
 pub use build::{BuildOptions, Built, build};
+pub use check::CheckArgs;
+pub use inspect::InspectArgs;
 pub use scaffold::{NewOptions, scaffold};
 
 /// The `processor` subcommands.
@@ -57,6 +70,143 @@ pub enum ProcessorCommand {
         #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
     },
+    /// Show what a processor component is and what it needs to run.
+    ///
+    /// Loads the component as `run` does (compile cache included) and prints how it
+    /// describes itself, the contract version it targets, its size and SHA-256, its
+    /// configuration example and schema, and every import with the grant it needs.
+    Inspect(InspectArgs),
+    /// Run a processor over built-in sample and awkward histories and report each case.
+    ///
+    /// Every case is a history the host accepts (valid tool pairing) but of an awkward shape:
+    /// empty, huge, unicode, media, reasoning, checkpoints, metadata. The processor runs under
+    /// the `fail` policy, so every failure and every answer the host refuses is reported.
+    /// Exits with 3 when any case fails.
+    Check(CheckArgs),
+    /// Time a processor over a history: per-call statistics, messages and tokens in and out.
+    Bench(BenchArgs),
+}
+
+/// Where compiled components are cached: the same options as `run`.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// Where compiled processors are cached (default: the user cache folder).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile the processor instead of loading it from the cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+/// The configuration, grants and limits of the one processor `check` and
+/// `bench` run.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// The processor's configuration (JSON); `{}` when not given.
+    #[arg(long, value_name = "JSON")]
+    processor_config: Option<String>,
+    /// Let the processor read this directory (never write); repeat for more.
+    #[arg(long = "allow-dir", value_name = "PATH")]
+    allow_dirs: Vec<PathBuf>,
+    /// Let the processor read clocks (and sleep within its deadline).
+    #[arg(long)]
+    allow_clocks: bool,
+    /// Let the processor use random numbers.
+    #[arg(long)]
+    allow_random: bool,
+    /// The deadline of one call, in milliseconds (default 250).
+    #[arg(long, value_name = "MS")]
+    deadline_ms: Option<u64>,
+    /// The memory limit of one call, in MiB (default 64).
+    #[arg(long, value_name = "MIB")]
+    memory_mib: Option<usize>,
+}
+
+impl SandboxArgs {
+    /// The processor's options, under the `fail` policy so that every
+    /// failure is seen.
+    fn options(&self) -> ProcessorOptions {
+        let mut options = ProcessorOptions {
+            config: self.processor_config.clone(),
+            on_failure: FailurePolicy::Fail,
+            ..ProcessorOptions::default()
+        };
+        options.grants.read_dirs.clone_from(&self.allow_dirs);
+        options.grants.clocks = self.allow_clocks;
+        options.grants.random = self.allow_random;
+        if let Some(ms) = self.deadline_ms {
+            options.limits.deadline = Duration::from_millis(ms);
+        }
+        if let Some(mib) = self.memory_mib {
+            options.limits.memory_bytes = mib.saturating_mul(1 << 20);
+        }
+        options
+    }
+}
+
+/// Starts a runtime with the cache `cache` asks for and loads the component
+/// at `file` into it. A failure to load is a [`ProcessorFailed`] (exit
+/// code 3), as it is for `run`, and carries the runtime's own explanation
+/// (not a component, an import it cannot grant, a `describe` that traps).
+fn load(file: &Path, cache: &CacheArgs, options: ProcessorOptions) -> anyhow::Result<Loaded> {
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: if cache.no_cache {
+            None
+        } else {
+            cache.cache_dir.clone().or_else(CompileCache::default_root)
+        },
+        ..RuntimeConfig::default()
+    })?;
+    // A Rust processor crate's folder is built first, as `run` does.
+    let file = crate::run::component_of(file, false)?;
+    let processor = runtime
+        .load_file(&file, options)
+        .map_err(|e| ProcessorFailed(format!("cannot load a processor: {e:#}")))?;
+    Ok(Loaded { runtime, processor })
+}
+
+/// A runtime and the one processor loaded into it.
+struct Loaded {
+    runtime: Runtime,
+    processor: Processor,
+}
+
+/// Milliseconds, as a float, for reports.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A cause in one line: a trap's text carries a wasm backtrace whose last
+/// line says what trapped.
+fn cause_line(cause: &Cause) -> String {
+    if let Cause::Trap(detail) = cause
+        && let Some((_, what)) = detail
+            .lines()
+            .last()
+            .and_then(|l| l.rsplit_once("wasm trap: "))
+    {
+        let hint = if what.contains("unreachable") {
+            " (a Rust panic ends this way)"
+        } else {
+            ""
+        };
+        return format!("trapped: {what}{hint}");
+    }
+    cause
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// How the component was obtained, in words.
+fn compile_words(p: &Processor) -> &'static str {
+    match p.compile() {
+        crate::runtime::CacheOutcome::Hit => "loaded from the compile cache",
+        crate::runtime::CacheOutcome::Compiled => "compiled (now cached)",
+        crate::runtime::CacheOutcome::CompiledUncached => "compiled (not cached)",
+    }
 }
 
 /// Runs a `processor` subcommand.
@@ -101,5 +251,8 @@ pub fn run(command: ProcessorCommand, out: &mut dyn Write) -> anyhow::Result<()>
             )?;
             Ok(())
         }
+        ProcessorCommand::Inspect(args) => inspect::run(&args, out),
+        ProcessorCommand::Check(args) => check::run(&args, out),
+        ProcessorCommand::Bench(args) => bench::run(&args, out),
     }
 }

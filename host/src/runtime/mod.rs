@@ -687,7 +687,8 @@ impl Runtime {
             report.fail(&error);
             report.messages_after = messages.len();
             report.tokens_after = report.tokens_before;
-            tracing::warn!(policy = ?p.options.on_failure, "{error}");
+            // The report carries the failure; callers decide how loud it is.
+            tracing::info!(policy = ?p.options.on_failure, "{error}");
             reports.push(report);
             if p.options.on_failure == FailurePolicy::Fail {
                 return RunOutcome {

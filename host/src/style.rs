@@ -1,0 +1,51 @@
+//! Colour on the terminal, and only there.
+//!
+//! Colour is used when the stream is a terminal and the user did not turn it
+//! off: `NO_COLOR` (any non-empty value, <https://no-color.org>), `CLICOLOR=0`
+//! or `TERM=dumb` turn it off; `CLICOLOR_FORCE` turns it on even for a pipe.
+//! anstream makes that decision; this module only applies it.
+
+use anstyle::{AnsiColor, Style};
+
+/// Whether standard output gets colour.
+pub fn stdout() -> bool {
+    anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never
+}
+
+/// Whether standard error gets colour.
+pub fn stderr() -> bool {
+    anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never
+}
+
+/// Dim text: reasoning, token counts, hints.
+pub const DIM: Style = Style::new().dimmed();
+/// A prompt or heading.
+pub const BOLD: Style = Style::new().bold();
+/// A warning.
+pub const WARN: Style = AnsiColor::Yellow.on_default().bold();
+/// An error.
+pub const ERROR: Style = AnsiColor::Red.on_default().bold();
+/// The assistant's name in the REPL.
+pub const ASSISTANT: Style = AnsiColor::Cyan.on_default().bold();
+
+/// `text` in `style` when `enabled`, plain otherwise.
+pub fn paint(style: Style, text: &str, enabled: bool) -> String {
+    if enabled {
+        format!("{style}{text}{style:#}")
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn painting_is_plain_when_disabled_and_wrapped_in_escapes_when_enabled() {
+        assert_eq!(paint(BOLD, "hi", false), "hi");
+        let painted = paint(BOLD, "hi", true);
+        assert!(painted.starts_with("\u{1b}[") && painted.contains("hi"));
+        assert!(painted.ends_with("\u{1b}[0m"));
+    }
+}
