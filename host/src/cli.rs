@@ -224,7 +224,8 @@ pub(crate) fn open_engine(
     settings: &Settings,
     processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
 ) -> anyhow::Result<Engine> {
-    let config = EngineConfig::from_settings(settings, processors);
+    let mut config = EngineConfig::from_settings(settings, processors);
+    config.quiet = false;
     let store = crate::sessions::open_store(&settings.store)?;
     Engine::new(config, std::sync::Arc::from(store))
 }

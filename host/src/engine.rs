@@ -74,7 +74,7 @@ pub struct EngineConfig {
     pub cache_dir: Option<PathBuf>,
     /// The agent new messages are written for.
     pub agent: String,
-    /// Print progress (processor builds) on standard error.
+    /// Print nothing on standard error (processor builds, the summary spinner).
     pub quiet: bool,
 }
 
@@ -282,7 +282,8 @@ impl Engine {
         let llm = match (&self.provider, self.config.summarizer) {
             (Some(provider), SummarizerChoice::Llm) if summarize => Some(
                 LlmSummarizer::new(provider.clone(), self.rt.handle().clone())
-                    .with_fallback(self.config.extractive_fallback),
+                    .with_fallback(self.config.extractive_fallback)
+                    .with_progress(!self.config.quiet),
             ),
             _ => None,
         };

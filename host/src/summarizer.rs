@@ -18,11 +18,13 @@
 //! caller's thread, outside `block_on`).
 
 use std::fmt::Write as _;
+use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::summarize::{Summarizer, SummaryError, SummaryRequest};
 use agent_host_core::{Message, Role};
+use indicatif::{ProgressBar, ProgressStyle};
 use tokio::runtime::Handle;
 
 use crate::provider::{ChatRequest, Provider, StreamEvent};
@@ -70,6 +72,7 @@ pub struct LlmSummarizer {
     handle: Handle,
     fallback: bool,
     calls: Mutex<Calls>,
+    progress: Option<ProgressBar>,
 }
 
 /// What the summarizer did, for the run report.
@@ -96,7 +99,23 @@ impl LlmSummarizer {
             handle,
             fallback: false,
             calls: Mutex::new(Calls::default()),
+            progress: None,
         }
+    }
+
+    /// Shows a spinner on standard error while the model writes (when it
+    /// is a terminal): a summary of a long span takes a while.
+    pub fn with_progress(mut self, show: bool) -> Self {
+        if show && std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            self.progress = Some(bar);
+        }
+        self
     }
 
     /// Whether the extractive summarizer stands in when the model fails
@@ -112,6 +131,14 @@ impl LlmSummarizer {
     }
 
     fn ask(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+        if let Some(bar) = &self.progress {
+            let what = if request.messages.is_empty() {
+                format!("merging {} partial summaries", request.partials.len())
+            } else {
+                format!("summarizing {} messages", request.messages.len())
+            };
+            bar.set_message(format!("{what} with {}", self.provider.settings().model));
+        }
         let chat = ChatRequest {
             messages: prompt(request),
             max_tokens: Some(SUMMARY_MAX_TOKENS.min(self.provider.settings().max_tokens.max(1024))),
@@ -147,6 +174,14 @@ impl LlmSummarizer {
             );
         }
         Ok(text)
+    }
+}
+
+impl Drop for LlmSummarizer {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.progress {
+            bar.finish_and_clear();
+        }
     }
 }
 

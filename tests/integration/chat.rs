@@ -505,3 +505,51 @@ fn the_context_command_reports_usage_and_trigger_distances() {
     assert!(!missing.status.success());
     assert!(stderr(&missing).contains("no session \"nope\""));
 }
+
+#[test]
+fn a_span_too_long_for_one_call_is_summarized_in_parts_then_merged() {
+    let server = LlmServer::start(Wire::OpenAi);
+    answer_summaries(&server);
+    let setup = Setup::new(
+        &server,
+        Wire::OpenAi,
+        "[context]\ncontext_limit = 3000\nkeep_last_turns = 1\n",
+    );
+    // Twelve messages of about 400 tokens: 4,800 tokens, where one call
+    // takes at most half the window (1,500).
+    let history: Vec<Value> = (0..12)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": format!("message {i}: {}", "words and more words ".repeat(80))})
+        })
+        .collect();
+    let file = setup.path().join("long.json");
+    std::fs::write(&file, Value::Array(history).to_string()).unwrap();
+    setup.ok(
+        &[
+            "sessions",
+            "import",
+            "--session",
+            "long",
+            file.to_str().unwrap(),
+        ],
+        "",
+    );
+    let out = setup.ok(&["run", "--session", "long", "--message", "and now?"], "");
+    assert!(out.contains("context compacted"), "{out}");
+    let summaries: Vec<Recorded> = server.requests().into_iter().filter(is_summary).collect();
+    assert!(
+        summaries.len() >= 3,
+        "at least two parts and a merge: {} requests",
+        summaries.len()
+    );
+    let merge = summaries.last().unwrap();
+    assert!(request_text(merge).contains("Merge these partial summaries"));
+    assert!(request_text(merge).contains("<part n=\\\"2\\\">"));
+    let meta = setup
+        .store()
+        .get(&SessionRef::key("default", "long"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(meta.checkpoints.len(), 1);
+}
