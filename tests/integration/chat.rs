@@ -553,3 +553,78 @@ fn a_span_too_long_for_one_call_is_summarized_in_parts_then_merged() {
         .unwrap();
     assert_eq!(meta.checkpoints.len(), 1);
 }
+
+#[test]
+fn with_v_the_context_compacted_event_is_logged_and_the_report_has_it() {
+    let server = LlmServer::start(Wire::OpenAi);
+    answer_summaries(&server);
+    let setup = Setup::new(&server, Wire::OpenAi, SMALL_TRIGGERS);
+    let report = setup.path().join("report.json");
+    let mut logged = false;
+    let mut reported = false;
+    for i in 1..=5 {
+        let output = setup.run(
+            &[
+                "-v",
+                "run",
+                "--session",
+                "v",
+                "--message",
+                &format!("turn number {i}"),
+                "--report",
+                report.to_str().unwrap(),
+            ],
+            "",
+        );
+        assert!(output.status.success(), "{}", stderr(&output));
+        logged |= stderr(&output).contains("context_compacted");
+        let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        reported |= json["pipeline"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event"] == "context_compacted");
+    }
+    assert!(logged, "-v shows the context_compacted event");
+    assert!(reported, "the run report has a context_compacted line");
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let output = agent_host().args(["completions", shell]).output().unwrap();
+        assert!(output.status.success());
+        let script = stdout(&output);
+        assert!(script.contains("agent-host"), "{shell}");
+        assert!(
+            script.contains("chat") && script.contains("sessions"),
+            "{shell}"
+        );
+    }
+    let bad = agent_host()
+        .args(["completions", "cmd.exe"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn a_wrong_configuration_exits_78_naming_the_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agent-host.toml"),
+        "[context]\ncontext_limt = 1000\n",
+    )
+    .unwrap();
+    let output = agent_host()
+        .args(["context", "--session", "x"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(78), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.contains("agent-host.toml:2") && err.contains("context_limt"),
+        "{err}"
+    );
+}
