@@ -363,6 +363,9 @@ impl Engine {
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<TurnOutcome> {
         let now = Utc::now();
+        let Some(provider) = &self.provider else {
+            return self.offline_turn(session, text, now);
+        };
         let meta = self.open(session)?;
         let session = meta.reference();
         let history = self.store.load(&session)?;
@@ -372,15 +375,6 @@ impl Engine {
         log.push(user.clone());
         let info = self.run_info(Some(&meta), now);
         let mut prepared = self.prepare(&log, checkpoint.as_ref(), Mode::default(), &info)?;
-        let Some(provider) = &self.provider else {
-            return Ok(TurnOutcome {
-                user,
-                reply: None,
-                prepared,
-                aggressive_retry: None,
-                session: Some(meta),
-            });
-        };
         self.keep_checkpoint(&session, &mut log, &mut checkpoint, &prepared, true)?;
 
         let mut aggressive_retry = None;
@@ -423,6 +417,40 @@ impl Engine {
             prepared,
             aggressive_retry,
             session: Some(stored),
+        })
+    }
+
+    /// A turn without a provider: the view that would be sent, with nothing
+    /// created or stored (a session that does not exist yet stays so).
+    fn offline_turn(
+        &self,
+        session: &SessionRef,
+        text: &str,
+        now: DateTime<Utc>,
+    ) -> Result<TurnOutcome> {
+        let (meta, mut log, checkpoint) = match self.store.get(session)? {
+            Some(meta) => {
+                let history = self.store.load(&meta.reference())?;
+                let checkpoint = history.meta.checkpoints.last().cloned();
+                (Some(history.meta), history.messages, checkpoint)
+            }
+            None if matches!(session, SessionRef::Key { .. }) => (None, Vec::new(), None),
+            None => bail!("there is no session {session}"),
+        };
+        let agent = match session {
+            SessionRef::Key { agent, .. } => agent.clone(),
+            SessionRef::Id(_) => self.config.agent.clone(),
+        };
+        let user = self.user_message(text, &agent, now);
+        log.push(user.clone());
+        let info = self.run_info(meta.as_ref(), now);
+        let prepared = self.prepare(&log, checkpoint.as_ref(), Mode::default(), &info)?;
+        Ok(TurnOutcome {
+            user,
+            reply: None,
+            prepared,
+            aggressive_retry: None,
+            session: meta,
         })
     }
 

@@ -350,7 +350,19 @@ fn turn(
         config.pipeline = PipelineConfig::repair_only(config.pipeline.budget.clone());
         config.auto_summarize = false;
     }
-    let store = crate::sessions::open_store(&settings.store)?;
+    // Offline, a turn only shows the context: a store that does not exist
+    // yet is not created for it (an empty one stands in).
+    let mut _empty = None;
+    let store = match crate::sessions::open_existing(&settings.store)? {
+        Some(store) => store,
+        None if config.provider.is_none() => {
+            let dir = tempfile::tempdir().context("cannot make an empty session store")?;
+            let store = crate::sessions::open_store(&dir.path().to_string_lossy())?;
+            _empty = Some(dir);
+            store
+        }
+        None => crate::sessions::open_store(&settings.store)?,
+    };
     let engine = crate::engine::Engine::new(config, std::sync::Arc::from(store))?;
     let reference = match uuid::Uuid::parse_str(session) {
         Ok(id) if engine.store().get(&id.into())?.is_some() => id.into(),

@@ -358,9 +358,10 @@ fn without_a_provider_run_prints_the_context_and_stores_nothing() {
     let last = view.as_array().unwrap().last().unwrap();
     assert_eq!(last["content"], "hello there");
     assert!(stderr(&output).contains("offline"));
-    let store = FileStore::open(dir.path().join(".agent-host")).unwrap();
-    let meta = store.get(&SessionRef::key("default", "k")).unwrap();
-    assert!(meta.is_none_or(|m| m.message_count == 0));
+    assert!(
+        !dir.path().join(".agent-host").exists(),
+        "an offline turn creates no store and no session"
+    );
 }
 
 #[test]
