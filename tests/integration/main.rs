@@ -3,6 +3,10 @@
 mod chat;
 mod cli;
 mod config;
+mod lang_c;
+mod lang_js;
+mod lang_python;
+mod langs;
 mod llm_server;
 mod processor_tools;
 mod processors;

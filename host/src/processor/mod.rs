@@ -7,6 +7,9 @@ mod bench;
 mod build;
 mod check;
 mod inspect;
+mod lang_c;
+mod lang_js;
+mod lang_python;
 mod scaffold;
 
 use std::io::Write;
@@ -66,9 +69,12 @@ pub enum ProcessorCommand {
         #[arg(long)]
         path: Option<PathBuf>,
         /// The agent-host-guest SDK to depend on (default: the one this binary was
-        /// built with).
+        /// built with). Rust only.
         #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
+        /// The language to write the processor in.
+        #[arg(long, value_enum, default_value_t = Lang::Rust)]
+        lang: Lang,
     },
     /// Show what a processor component is and what it needs to run.
     ///
@@ -85,6 +91,30 @@ pub enum ProcessorCommand {
     Check(CheckArgs),
     /// Time a processor over a history: per-call statistics, messages and tokens in and out.
     Bench(BenchArgs),
+}
+
+/// The languages `processor new` writes processors in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// Rust, over the agent-host-guest crate.
+    Rust,
+    /// Python, built with componentize-py.
+    Python,
+    /// JavaScript, built with componentize-js / jco.
+    Js,
+    /// C, built with clang, wit-bindgen and wasm-tools.
+    C,
+}
+
+impl std::fmt::Display for Lang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lang::Rust => "rust",
+            Lang::Python => "python",
+            Lang::Js => "js",
+            Lang::C => "c",
+        })
+    }
 }
 
 /// Where compiled components are cached: the same options as `run`.
@@ -240,7 +270,33 @@ pub fn run(command: ProcessorCommand, out: &mut dyn Write) -> anyhow::Result<()>
             }
             Ok(())
         }
-        ProcessorCommand::New { name, path, sdk } => {
+        ProcessorCommand::New {
+            name,
+            path,
+            sdk,
+            lang,
+        } if lang != Lang::Rust => {
+            if sdk.is_some() {
+                return Err(
+                    crate::run::UsageError("--sdk applies to Rust processors only".into()).into(),
+                );
+            }
+            scaffold::check_project_name(&name)?;
+            let dir = path.unwrap_or_else(|| PathBuf::from(&name));
+            scaffold::check_empty(&dir)?;
+            let repo_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let next = match lang {
+                Lang::Python => lang_python::scaffold(&name, &dir, &repo_root),
+                Lang::Js => lang_js::scaffold(&name, &dir, &repo_root),
+                Lang::C => lang_c::scaffold(&name, &dir, &repo_root),
+                Lang::Rust => unreachable!("handled below"),
+            }?;
+            writeln!(out, "created {} ({lang})\nnext: {next}", dir.display())?;
+            Ok(())
+        }
+        ProcessorCommand::New {
+            name, path, sdk, ..
+        } => {
             let (dir, sdk) = scaffold(&NewOptions { name, path, sdk })?;
             writeln!(
                 out,

@@ -17,17 +17,104 @@ pub struct NewOptions {
     pub sdk: Option<PathBuf>,
 }
 
-/// Creates the crate; returns its folder and the SDK it depends on.
-pub fn scaffold(options: &NewOptions) -> Result<(PathBuf, PathBuf)> {
-    let name = options.name.as_str();
-    check_name(name)?;
-    let dir = options.path.clone().unwrap_or_else(|| PathBuf::from(name));
-    if dir.exists() && std::fs::read_dir(&dir).map_or(true, |mut d| d.next().is_some()) {
+/// Refuses a folder that exists and is not empty: `processor new` never
+/// writes over someone's files.
+pub(crate) fn check_empty(dir: &Path) -> Result<()> {
+    if dir.exists() && std::fs::read_dir(dir).map_or(true, |mut d| d.next().is_some()) {
         bail!(
             "{} already exists and is not empty; choose another name or --path",
             dir.display()
         );
     }
+    Ok(())
+}
+
+/// Refuses a processor name other languages cannot use either: it becomes a
+/// file, package and component name. Letters, digits, `-` and `_`, starting
+/// with a letter.
+pub(crate) fn check_project_name(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && name.len() <= 64;
+    if !ok {
+        bail!(
+            "{name:?} cannot name a processor: use letters, digits, `-` and `_`, starting with a letter (at most 64)"
+        );
+    }
+    Ok(())
+}
+
+/// The SDK of another language in the agent-host checkout,
+/// `repo_root/guest-sdk/<lang>`, which must hold `marker`; its absolute path
+/// as text (it goes into the new project's scripts).
+pub(crate) fn language_sdk(repo_root: &Path, lang: &str, marker: &str) -> Result<String> {
+    let sdk = repo_root.join("guest-sdk").join(lang);
+    let sdk = sdk.canonicalize().with_context(|| {
+        format!(
+            "cannot find the {lang} SDK at {}: `processor new --lang {lang}` needs the \
+             agent-host checkout this binary was built from",
+            sdk.display()
+        )
+    })?;
+    if !sdk.join(marker).is_file() {
+        bail!(
+            "{} is not the agent-host {lang} SDK (no {marker})",
+            sdk.display()
+        );
+    }
+    sdk.to_str().map(str::to_owned).with_context(|| {
+        format!(
+            "the {lang} SDK's path {} is not UTF-8; move the checkout",
+            sdk.display()
+        )
+    })
+}
+
+/// Writes a new project: each file (a path relative to `dir`, its text),
+/// creating folders as needed; the files named in `executable` get mode 755.
+pub(crate) fn write_project(
+    dir: &Path,
+    files: &[(&str, String)],
+    executable: &[&str],
+) -> Result<()> {
+    for (file, text) in files {
+        let path = dir.join(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    for file in executable {
+        make_executable(&dir.join(file))?;
+    }
+    Ok(())
+}
+
+/// `s` as one single-quoted shell word.
+pub(crate) fn shell_word(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("cannot make {} executable", path.display()))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Creates the crate; returns its folder and the SDK it depends on.
+pub fn scaffold(options: &NewOptions) -> Result<(PathBuf, PathBuf)> {
+    let name = options.name.as_str();
+    check_name(name)?;
+    let dir = options.path.clone().unwrap_or_else(|| PathBuf::from(name));
+    check_empty(&dir)?;
     let sdk = match &options.sdk {
         Some(path) => path.clone(),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk"),

@@ -1,0 +1,112 @@
+/*
+ * agent_host_guest_native.c: a fake host for running processors natively
+ * (tests, benchmarks). Not part of a component: the wasm build links
+ * agent_host_guest_wit.c instead.
+ */
+#include "agent_host_guest_testing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct log_line {
+    ahg_level level;
+    char *text;
+} log_line;
+
+static log_line *lines;
+static size_t lines_len, lines_cap;
+
+void ahg_host_log(ahg_level level, ahg_str text) {
+    static const char *names[] = {"trace", "debug", "info", "warn", "error"};
+    if (getenv("AHG_TEST_VERBOSE")) {
+        fprintf(stderr, "[%s] %.*s\n", names[level], (int)text.len, text.ptr);
+    }
+    if (lines_len == lines_cap) {
+        lines_cap = lines_cap ? lines_cap * 2 : 16;
+        lines = realloc(lines, lines_cap * sizeof *lines);
+        if (!lines) abort();
+    }
+    char *copy = malloc(text.len + 1);
+    if (!copy) abort();
+    memcpy(copy, text.ptr, text.len);
+    copy[text.len] = 0;
+    lines[lines_len].level = level;
+    lines[lines_len].text = copy;
+    lines_len++;
+}
+
+size_t ahg_test_log_count(void) { return lines_len; }
+const char *ahg_test_log_line(size_t i) { return i < lines_len ? lines[i].text : NULL; }
+ahg_level ahg_test_log_level(size_t i) { return i < lines_len ? lines[i].level : AHG_INFO; }
+
+void ahg_test_log_clear(void) {
+    for (size_t i = 0; i < lines_len; i++) free(lines[i].text);
+    lines_len = 0;
+}
+
+/* Roughly four bytes of text to a token; the host's own counter is finer. */
+uint32_t ahg_host_estimate_tokens(ahg_str text) { return (uint32_t)((text.len + 3) / 4); }
+
+uint32_t ahg_host_estimate_message_tokens(const ahg_message *m) {
+    uint32_t total = 4 + ahg_host_estimate_tokens(m->content);
+    for (size_t i = 0; i < m->parts_len; i++) {
+        if (m->parts[i].kind == AHG_PART_TEXT) total += ahg_host_estimate_tokens(m->parts[i].text);
+        if (m->parts[i].kind == AHG_PART_IMAGE) total += 1000;
+    }
+    if (m->has_reasoning) total += ahg_host_estimate_tokens(m->reasoning.text);
+    for (size_t i = 0; i < m->tool_calls_len; i++) {
+        total += ahg_host_estimate_tokens(m->tool_calls[i].name) +
+                 ahg_host_estimate_tokens(m->tool_calls[i].arguments);
+    }
+    return total;
+}
+
+ahg_test_result ahg_test_run(const char *config, const ahg_message *messages, size_t len) {
+    ahg_test_result r;
+    memset(&r, 0, sizeof r);
+    ahg_run_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.context_window = 200000;
+    ctx.budget = 180000;
+    ctx.config = ahg_cstr(config ? config : "{}");
+
+    /* The processor edits a copy, held by a second history that only owns
+     * memory: the caller's messages, and the arrays in them, stay as they were. */
+    r.storage = ahg_history_new(&ctx, NULL, 0);
+    ahg_message *copy = ahg_alloc(r.storage, (len + 1) * sizeof *copy);
+    for (size_t i = 0; i < len; i++) {
+        copy[i] = messages[i];
+        copy[i].parts = ahg_alloc(r.storage, (messages[i].parts_len + 1) * sizeof(ahg_part));
+        if (messages[i].parts_len) {
+            memcpy(copy[i].parts, messages[i].parts, messages[i].parts_len * sizeof(ahg_part));
+        }
+        copy[i].tool_calls =
+            ahg_alloc(r.storage, (messages[i].tool_calls_len + 1) * sizeof(ahg_tool_call));
+        if (messages[i].tool_calls_len) {
+            memcpy(copy[i].tool_calls, messages[i].tool_calls,
+                   messages[i].tool_calls_len * sizeof(ahg_tool_call));
+        }
+    }
+    r.history = ahg_history_new(&ctx, copy, len);
+    if (ahg_history_process(r.history, &r.error) != 0) {
+        r.messages = (ahg_message *)messages;
+        r.len = len;
+        return r;
+    }
+    r.items = ahg_history_items(r.history, &r.items_len);
+    r.messages = ahg_alloc(r.storage, (r.items_len + 1) * sizeof *r.messages);
+    for (size_t k = 0; k < r.items_len; k++) {
+        const ahg_item *it = &r.items[k];
+        r.messages[k] = it->kind == AHG_ITEM_KEEP ? messages[it->index] : *it->message;
+    }
+    r.len = r.items_len;
+    return r;
+}
+
+void ahg_test_result_free(ahg_test_result *r) {
+    free(r->error.message);
+    ahg_history_free(r->history);
+    ahg_history_free(r->storage);
+    memset(r, 0, sizeof *r);
+}

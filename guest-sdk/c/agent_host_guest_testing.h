@@ -1,0 +1,57 @@
+/*
+ * agent_host_guest_testing.h: run a processor natively, against a fake host.
+ *
+ * Compile the processor's sources with agent_host_guest.c and
+ * agent_host_guest_native.c (gcc or clang, any host) and a test program:
+ *
+ *     ahg_message in[] = {ahg_message_new(AHG_ROLE_USER, ahg_cstr("hello"))};
+ *     ahg_test_result r = ahg_test_run("{\"quiet\": true}", in, 1);
+ *     assert(r.error.kind == AHG_OK && r.len == 1);
+ *     ahg_test_result_free(&r);
+ *
+ * The fake host's token estimates are a rough chars / 4; the real host's
+ * differ. Log lines are kept (and echoed to stderr when AHG_TEST_VERBOSE is
+ * set in the environment).
+ */
+#ifndef AGENT_HOST_GUEST_TESTING_H
+#define AGENT_HOST_GUEST_TESTING_H
+
+#include "agent_host_guest.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What one call gave. */
+typedef struct ahg_test_result {
+    /** AHG_OK, or why the call failed (then `messages` is the input). */
+    ahg_error error;
+    /** The output history, as the host builds it from the answer. */
+    ahg_message *messages;
+    size_t len;
+    /** The answer itself: keeps, replacements and inserts. */
+    ahg_item *items;
+    size_t items_len;
+    /** Own the memory of the call. */
+    ahg_history *history;
+    ahg_history *storage;
+} ahg_test_result;
+
+/** Runs the exported processor with `config` (JSON text, NULL for none) over
+ *  `messages`, which are not changed (the processor edits a copy). */
+ahg_test_result ahg_test_run(const char *config, const ahg_message *messages, size_t len);
+/** Frees a result and everything the call allocated. */
+void ahg_test_result_free(ahg_test_result *r);
+
+/** The log lines of the calls so far, and their levels. */
+size_t ahg_test_log_count(void);
+const char *ahg_test_log_line(size_t i);
+ahg_level ahg_test_log_level(size_t i);
+/** Forgets the log lines kept so far. */
+void ahg_test_log_clear(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AGENT_HOST_GUEST_TESTING_H */

@@ -1,0 +1,226 @@
+// Types of the agent-host JavaScript SDK (agent-host-guest.js), for
+// TypeScript users and editors. The data types follow
+// wit/v0.1.0/history.wit as the componentizers give it to JavaScript.
+
+/** Who speaks in a message. */
+export type Role = "system" | "user" | "assistant" | "tool";
+
+/** The level of a log line. */
+export type Level = "trace" | "debug" | "info" | "warn" | "error";
+
+/** A point in time: seconds and nanoseconds since the Unix epoch. */
+export interface Timestamp {
+  seconds: number;
+  nanoseconds: number;
+}
+
+/** Where the bytes of a media part live (never the bytes themselves). */
+export type MediaSource = { tag: "url"; val: string } | { tag: "path"; val: string };
+
+/** One piece of structured content. */
+export type Part =
+  | { tag: "text"; val: string }
+  | { tag: "image"; val: { source: MediaSource; mimeType: string | null } }
+  | { tag: "file"; val: { name: string; path: string; mimeType: string | null } };
+
+/** The model's reasoning for an assistant message. */
+export interface Reasoning {
+  text: string;
+  signature: string | null;
+  /** Whether `text` is the provider's opaque data: never change it. */
+  redacted: boolean;
+}
+
+/** A tool call made by an assistant message. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** JSON text, exactly as the model produced it. */
+  arguments: string;
+}
+
+/** Token usage reported by a provider. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number | null;
+  cacheWriteTokens: number | null;
+}
+
+/** Flags on a message. */
+export interface MessageFlags {
+  synthetic: boolean;
+  summary: boolean;
+  error: boolean;
+}
+
+/** One message of a conversation. `null` stands for a WIT `none`. */
+export interface Message {
+  id: string;
+  role: Role;
+  content: string;
+  parts: Part[];
+  reasoning: Reasoning | null;
+  toolCalls: ToolCall[];
+  toolCallId: string | null;
+  toolName: string | null;
+  usage: Usage | null;
+  model: string | null;
+  timestamp: Timestamp | null;
+  agent: string | null;
+  channel: string | null;
+  flags: MessageFlags;
+  /** A JSON object's text, or null. */
+  metadata: string | null;
+  /** The host's estimate, set on input; ignored on output. */
+  tokens: number;
+}
+
+/** What the host tells a processor about the run. */
+export interface RunContext {
+  sessionKey: string | null;
+  agent: string | null;
+  model: string | null;
+  contextWindow: number;
+  budget: number;
+  totalTokens: number;
+  turn: number;
+  usage: Usage;
+  now: Timestamp;
+  /** This processor's configuration as JSON text (`{}` when none was given). */
+  config: string;
+}
+
+/** One entry of the answer to the host. */
+export type Item =
+  | { tag: "keep"; val: number }
+  | { tag: "replace"; val: { index: number; message: Message } }
+  | { tag: "insert"; val: Message };
+
+/** Why a processor refused to answer. */
+export class ProcessorError extends Error {
+  constructor(kind: "bad-config" | "failed", message: string);
+  readonly kind: "bad-config" | "failed";
+  static badConfig(message: string): ProcessorError;
+  static failed(message: string): ProcessorError;
+}
+
+/** A configuration spec: a default, and a parser that names the key on error. */
+export interface Spec<T> {
+  default(): T;
+  parse(value: unknown, path: string): T;
+}
+
+/** Builders of configuration specs. */
+export const config: {
+  boolean(fallback?: boolean): Spec<boolean>;
+  integer(options?: { default?: number; min?: number; max?: number }): Spec<number>;
+  number(fallback?: number): Spec<number>;
+  string(fallback?: string): Spec<string>;
+  optional<T>(spec: Spec<T>): Spec<T | null>;
+  list<T>(spec: Spec<T>, fallback?: () => T[]): Spec<T[]>;
+  object<F extends Record<string, Spec<unknown>>>(
+    fields: F,
+    options?: { required?: (keyof F & string)[] },
+  ): Spec<{ [K in keyof F]: F[K] extends Spec<infer T> ? T : never }>;
+  /** No settings: accepts `{}` (or none), refuses any key. */
+  none: Spec<Record<string, never>>;
+};
+
+/** Parses the configuration text with `spec`; empty or `null` is the default. */
+export function parseConfig<T>(text: string, spec: Spec<T>): T;
+
+/** What `defineProcessor` takes. */
+export interface ProcessorDefinition<C> {
+  /** Short name (`keep-last-turns`). */
+  name: string;
+  /** Its version (semver). */
+  version: string;
+  /** What it does, in a sentence or two. */
+  summary: string;
+  /** Its configuration spec (default: `config.none`). */
+  config?: Spec<C>;
+  /** An example configuration, as JSON text. */
+  configExample?: string | null;
+  /** The JSON Schema of its configuration, as JSON text. */
+  configSchema?: string | null;
+  /** Edits the history in place. Throw a `ProcessorError` to refuse. */
+  process(history: History, config: C): void;
+}
+
+/** Declares a processor. */
+export function defineProcessor<C>(definition: ProcessorDefinition<C>): Readonly<Required<ProcessorDefinition<C>>>;
+
+/** The host's imports (`agent-host:history/host@0.1.0`). */
+export interface HostImports {
+  log(level: Level, text: string): void;
+  estimateTokens(text: string): number;
+  estimateMessageTokens(message: Message): number;
+}
+
+/** The component's `processor` export for `definition`. */
+export function exportProcessor<C>(
+  definition: ProcessorDefinition<C>,
+  imports: HostImports,
+): { describe(): object; process(context: RunContext, history: Message[]): Item[] };
+
+/** The session's history for one call, and the edits made to it so far. */
+export class History {
+  constructor(context: RunContext, messages: Message[]);
+  readonly context: RunContext;
+  readonly messages: Message[];
+  readonly length: number;
+  get(index: number): Message | undefined;
+  isKept(index: number): boolean;
+  kept(): number;
+  drop(index: number): void;
+  restore(index: number): void;
+  retain(keep: (message: Message, index: number) => boolean): void;
+  replace(index: number, message: Message): void;
+  /** Message `index`, to change in place (a copy, sent back as a replacement). */
+  change(index: number): Message;
+  isChanged(index: number): boolean;
+  insertBefore(index: number, message: Message): void;
+  push(message: Message): void;
+  turnStarts(): number[];
+  toolCallers(): (number | null)[];
+  toolNames(): (string | null)[];
+  keepLastTurns(turns: number): void;
+  settleToolExchanges(): void;
+  toItems(): Item[];
+  toMessages(): Message[];
+}
+
+export function log(level: Level, text: string): void;
+export function info(text: string): void;
+export function warn(text: string): void;
+export function debug(text: string): void;
+export function estimateTokens(text: string): number;
+export function estimateMessageTokens(message: Message): number;
+
+export function message(role: Role, content?: string): Message;
+export function synthetic(role: Role, content?: string): Message;
+export function toolCallMessage(calls: ToolCall[]): Message;
+export function toolResult(callId: string, content: string): Message;
+export function cloneMessage(message: Message): Message;
+export function textPieces(message: Message): string[];
+export function text(message: Message): string;
+export function texts(message: Message): string[];
+export function setText(message: Message, index: number, value: string): void;
+export function isSynthetic(message: Message): boolean;
+export function isSummary(message: Message): boolean;
+export function startsTurn(message: Message): boolean;
+export function plural(n: number, word: string): string;
+export function groupThousands(n: number): string;
+
+/** Running a processor under Node, for its unit tests. */
+export const testing: {
+  readonly logs: { level: Level; text: string }[];
+  context(configText?: string): RunContext;
+  run<C>(
+    definition: ProcessorDefinition<C>,
+    configText: string,
+    messages: Message[],
+    options?: { context?: RunContext },
+  ): Message[];
+};

@@ -1,0 +1,867 @@
+// The JavaScript SDK for agent-host history processors.
+//
+// A history processor is a WebAssembly component that receives a session's
+// history and answers with edits: keep this message, drop that one, replace a
+// third, insert a new one. This module hides the component-model shapes: an
+// author writes a `process(history, config)` function over a `History`,
+// declares it with `defineProcessor`, and exports it from the component's
+// entry file with `exportProcessor`. The same code runs under Node
+// (`node --test`) with a local stand-in for the host (see `testing`).
+//
+// What it deliberately leaves out: the host side, any way to reorder
+// messages, and any WASI: a processor sees its input and the host's three
+// functions (log, estimate-tokens, estimate-message-tokens), nothing else.
+//
+// The shapes are those of wit/v0.1.0/history.wit as componentize-qjs and
+// componentize-js give them to JavaScript: records are objects with camelCase
+// keys (`toolCalls`, `toolCallId`), variants are `{tag, val}`, enums are
+// strings (`"user"`), flags are objects of booleans, and `option<T>` is the
+// value or `null` (componentize-js gives `undefined`; both are accepted).
+//
+// Example (a complete processor; see the guide for the build):
+//
+//   import { defineProcessor, config, info } from "agent-host-guest";
+//
+//   export default defineProcessor({
+//     name: "tidy",
+//     version: "0.1.0",
+//     summary: "Keeps the last turns and drops error results.",
+//     config: config.object({ turns: config.integer({ default: 4, min: 0 }) }),
+//     configExample: '{"turns": 2}',
+//     process(history, { turns }) {
+//       history.keepLastTurns(turns);
+//       history.retain((m) => !m.flags.error);
+//       history.settleToolExchanges();
+//       info(`kept ${history.kept()} of ${history.length} messages`);
+//     },
+//   });
+
+/** @typedef {import("./agent-host-guest.d.ts").Message} Message */
+/** @typedef {import("./agent-host-guest.d.ts").RunContext} RunContext */
+/** @typedef {import("./agent-host-guest.d.ts").Item} Item */
+/** @typedef {import("./agent-host-guest.d.ts").Level} Level */
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/**
+ * Why a processor refused to answer. The host names the processor and its
+ * hash around the message, so say what was wrong, not who you are. Throw one
+ * from `process`: `throw ProcessorError.failed("no user message")`.
+ */
+export class ProcessorError extends Error {
+  /**
+   * @param {"bad-config" | "failed"} kind
+   * @param {string} message
+   */
+  constructor(kind, message) {
+    super(message);
+    this.name = "ProcessorError";
+    /** @type {"bad-config" | "failed"} */
+    this.kind = kind;
+    // What the component-model bindings read: componentize-qjs lowers the
+    // thrown value itself as the `error` variant, componentize-js its
+    // `payload`.
+    this.tag = kind;
+    this.val = message;
+    this.payload = { tag: kind, val: message };
+  }
+
+  /** A configuration error: the text says which key and why. */
+  static badConfig(message) {
+    return new ProcessorError("bad-config", message);
+  }
+
+  /** Any other failure. */
+  static failed(message) {
+    return new ProcessorError("failed", message);
+  }
+
+  toString() {
+    return this.kind === "bad-config"
+      ? `bad configuration: ${this.message}`
+      : `failed: ${this.message}`;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The host: the component's imports, or a local stand-in under Node.
+
+/** The stand-in's log lines, for tests (see `testing.logs`). */
+const nativeLogs = [];
+
+/** Characters per token of the host's default estimator, and its overheads. */
+const LATIN_CHARS_PER_TOKEN = 4;
+const CJK_CHARS_PER_TOKEN = 1;
+const MESSAGE_OVERHEAD = 4;
+const IMAGE_TOKENS = 1000;
+
+/** Whether code point `c` is CJK, as the host's default estimator counts it. */
+function isCjk(c) {
+  return (
+    (c >= 0x1100 && c <= 0x11ff) ||
+    (c >= 0x2e80 && c <= 0x2fdf) ||
+    (c >= 0x3000 && c <= 0x30ff) ||
+    (c >= 0x3130 && c <= 0x318f) ||
+    (c >= 0x3400 && c <= 0x4dbf) ||
+    (c >= 0x4e00 && c <= 0x9fff) ||
+    (c >= 0xac00 && c <= 0xd7af) ||
+    (c >= 0xf900 && c <= 0xfaff) ||
+    (c >= 0xff00 && c <= 0xffef) ||
+    (c >= 0x20000 && c <= 0x3134f)
+  );
+}
+
+/** The local stand-in for the host's services, used outside WebAssembly. */
+const nativeHost = {
+  log(level, text) {
+    nativeLogs.push({ level, text });
+  },
+  // Close to the host's default heuristic (latin runs at 4 characters a
+  // token, CJK at 1); the host's own counter decides inside the sandbox.
+  estimateTokens(text) {
+    let total = 0;
+    let latin = 0;
+    let cjk = 0;
+    for (const ch of text) {
+      if (isCjk(ch.codePointAt(0))) {
+        total += Math.ceil(latin / LATIN_CHARS_PER_TOKEN);
+        latin = 0;
+        cjk += 1;
+      } else {
+        total += Math.ceil(cjk / CJK_CHARS_PER_TOKEN);
+        cjk = 0;
+        latin += 1;
+      }
+    }
+    return total + Math.ceil(latin / LATIN_CHARS_PER_TOKEN) + Math.ceil(cjk / CJK_CHARS_PER_TOKEN);
+  },
+  estimateMessageTokens(m) {
+    let n = MESSAGE_OVERHEAD + this.estimateTokens(m.content);
+    for (const p of m.parts) {
+      if (p.tag === "text") n += this.estimateTokens(p.val);
+      else if (p.tag === "image") n += IMAGE_TOKENS;
+      else n += this.estimateTokens(p.val.name) + this.estimateTokens(p.val.path);
+    }
+    if (m.reasoning) n += this.estimateTokens(m.reasoning.text);
+    for (const c of m.toolCalls) n += this.estimateTokens(c.name) + this.estimateTokens(c.arguments);
+    if (m.toolName) n += this.estimateTokens(m.toolName);
+    return n;
+  },
+};
+
+/** The host in use: the component's imports once `exportProcessor` ran. */
+let host = nativeHost;
+
+/**
+ * Writes a line to the host's log; it appears in the run report under this
+ * processor. The host caps the number of lines per call.
+ * @param {Level} level
+ * @param {string} text
+ */
+export function log(level, text) {
+  host.log(level, String(text));
+}
+
+/** Logs at `info` level. @param {string} text */
+export const info = (text) => log("info", text);
+/** Logs at `warn` level. @param {string} text */
+export const warn = (text) => log("warn", text);
+/** Logs at `debug` level. @param {string} text */
+export const debug = (text) => log("debug", text);
+
+/**
+ * The host's estimate of how many tokens `text` costs.
+ * @param {string} text
+ * @returns {number}
+ */
+export function estimateTokens(text) {
+  return host.estimateTokens(text);
+}
+
+/**
+ * The host's estimate of a whole message (text, parts, tool calls and the
+ * per-message overhead). Input messages carry it in `tokens` already; this
+ * is for the ones you build.
+ * @param {Message} message
+ * @returns {number}
+ */
+export function estimateMessageTokens(message) {
+  return host.estimateMessageTokens(message);
+}
+
+// ---------------------------------------------------------------------------
+// Messages
+
+/**
+ * A message with `role` and `content` and nothing else. Messages a processor
+ * inserts are usually `synthetic`.
+ * @param {"system" | "user" | "assistant" | "tool"} role
+ * @param {string} content
+ * @returns {Message}
+ */
+export function message(role, content = "") {
+  return {
+    id: "",
+    role,
+    content,
+    parts: [],
+    reasoning: null,
+    toolCalls: [],
+    toolCallId: null,
+    toolName: null,
+    usage: null,
+    model: null,
+    timestamp: null,
+    agent: null,
+    channel: null,
+    flags: { synthetic: false, summary: false, error: false },
+    metadata: null,
+    tokens: 0,
+  };
+}
+
+/** A message the processor wrote rather than a person or a model. */
+export function synthetic(role, content = "") {
+  const m = message(role, content);
+  m.flags.synthetic = true;
+  return m;
+}
+
+/** An assistant message that calls tools: `[{id, name, arguments}]`. */
+export function toolCallMessage(calls) {
+  const m = message("assistant", "");
+  m.toolCalls = calls;
+  return m;
+}
+
+/** A tool's result for the call `callId`. */
+export function toolResult(callId, content) {
+  const m = message("tool", content);
+  m.toolCallId = callId;
+  return m;
+}
+
+/** A copy of `m` deep enough to change its texts, parts and calls freely. */
+export function cloneMessage(m) {
+  return {
+    ...m,
+    parts: m.parts.map((p) => ({ ...p, val: typeof p.val === "object" && p.val ? { ...p.val } : p.val })),
+    reasoning: m.reasoning ? { ...m.reasoning } : m.reasoning,
+    toolCalls: m.toolCalls.map((c) => ({ ...c })),
+    flags: { ...m.flags },
+  };
+}
+
+/**
+ * The content, then each text part, in order (empty ones included, so piece
+ * `k > 0` is the `k`-th text part).
+ * @param {Message} m
+ * @returns {string[]}
+ */
+export function textPieces(m) {
+  const pieces = [m.content];
+  for (const p of m.parts) if (p.tag === "text") pieces.push(p.val);
+  return pieces;
+}
+
+/**
+ * The message's text: content and text parts, the non-empty ones joined by
+ * a blank line (as the host's `Message::text`).
+ * @param {Message} m
+ */
+export function text(m) {
+  return textPieces(m).filter((s) => s !== "").join("\n\n");
+}
+
+/**
+ * Every text a processor may read or rewrite, in order: the content, text
+ * parts, readable reasoning and tool-call arguments. Redacted (opaque)
+ * reasoning is left out: it is the provider's, and changing it breaks it.
+ * `setText(m, k, value)` writes text `k` of this list back.
+ * @param {Message} m
+ * @returns {string[]}
+ */
+export function texts(m) {
+  const all = textPieces(m);
+  if (m.reasoning && !m.reasoning.redacted) all.push(m.reasoning.text);
+  for (const c of m.toolCalls) all.push(c.arguments);
+  return all;
+}
+
+/**
+ * Sets text `k` of `texts(m)` to `value`.
+ * @param {Message} m
+ * @param {number} k
+ * @param {string} value
+ */
+export function setText(m, k, value) {
+  if (k === 0) {
+    m.content = value;
+    return;
+  }
+  let at = 0;
+  for (const p of m.parts) {
+    if (p.tag === "text" && ++at === k) {
+      p.val = value;
+      return;
+    }
+  }
+  at += 1;
+  if (m.reasoning && !m.reasoning.redacted) {
+    if (at === k) {
+      m.reasoning.text = value;
+      return;
+    }
+    at += 1;
+  }
+  const call = m.toolCalls[k - at];
+  if (!call) throw new RangeError(`setText: message has no text ${k}`);
+  call.arguments = value;
+}
+
+/** Whether the host or an earlier stage wrote it (checkpoints, repairs). */
+export const isSynthetic = (m) => m.flags.synthetic;
+/** Whether it is part of a summary checkpoint. */
+export const isSummary = (m) => m.flags.summary;
+/** Whether it starts a turn: a user message that is not synthetic. */
+export const startsTurn = (m) => m.role === "user" && !m.flags.synthetic;
+
+/** `word`, with an `s` unless `n` is 1, for log lines. */
+export function plural(n, word) {
+  return n === 1 ? word : `${word}s`;
+}
+
+/** `12345678` as `12,345,678`, for log lines. */
+export function groupThousands(n) {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
+
+// ---------------------------------------------------------------------------
+// The history
+
+/**
+ * The session's history for one call, and the edits made to it so far.
+ *
+ * Every input message starts out kept. `drop`, `retain` and the structural
+ * helpers drop messages, `replace` and `change` change one, `insertBefore`
+ * and `push` add new ones. Reads (`messages`, `get`) see the current
+ * contents, indices are always those of the input, and nothing is ever
+ * reordered. Change a message only through `replace` or `change(i)`: a
+ * message changed in place without them is not sent back.
+ */
+export class History {
+  /**
+   * @param {RunContext} context
+   * @param {Message[]} messages
+   */
+  constructor(context, messages) {
+    /** What the host says about this call. @type {RunContext} */
+    this.context = context;
+    /** The input's messages, with the changes made so far. @type {Message[]} */
+    this.messages = messages;
+    this._dropped = new Uint8Array(messages.length);
+    this._changed = new Uint8Array(messages.length);
+    /** New messages with the input index they go before. */
+    this._inserts = [];
+    this._callers = null;
+  }
+
+  /** How many messages the input had. */
+  get length() {
+    return this.messages.length;
+  }
+
+  /** Message `index`, as it is now. */
+  get(index) {
+    return this.messages[index];
+  }
+
+  /** Whether message `index` is still kept. */
+  isKept(index) {
+    this._check(index);
+    return this._dropped[index] === 0;
+  }
+
+  /** How many input messages are still kept (changed ones included). */
+  kept() {
+    let n = 0;
+    for (const d of this._dropped) n += d === 0 ? 1 : 0;
+    return n;
+  }
+
+  /** Drops message `index` from the output. */
+  drop(index) {
+    this._check(index);
+    this._dropped[index] = 1;
+  }
+
+  /** Keeps message `index` after all (undoes `drop`). */
+  restore(index) {
+    this._check(index);
+    this._dropped[index] = 0;
+  }
+
+  /**
+   * Drops every kept message for which `keep(message, index)` is false.
+   * @param {(m: Message, index: number) => boolean} keep
+   */
+  retain(keep) {
+    this.messages.forEach((m, i) => {
+      if (this._dropped[i] === 0 && !keep(m, i)) this._dropped[i] = 1;
+    });
+  }
+
+  /** Replaces message `index` by `message` (it stays at its place). */
+  replace(index, message) {
+    this._check(index);
+    this.toolCallers();
+    this.messages[index] = message;
+    this._changed[index] = 1;
+  }
+
+  /**
+   * Message `index`, to change in place: a copy that the host receives back
+   * as a replacement, so only ask for it when you change it.
+   * @returns {Message}
+   */
+  change(index) {
+    this._check(index);
+    this.toolCallers();
+    if (this._changed[index] === 0) {
+      this.messages[index] = cloneMessage(this.messages[index]);
+      this._changed[index] = 1;
+    }
+    return this.messages[index];
+  }
+
+  /** Whether message `index` was replaced or changed. */
+  isChanged(index) {
+    return this._changed[index] === 1;
+  }
+
+  /**
+   * Inserts a new message before input message `index` (`length` appends).
+   * Several inserts at one place keep the order they were made in.
+   */
+  insertBefore(index, message) {
+    if (!Number.isInteger(index) || index < 0 || index > this.length) {
+      throw new RangeError(`insertBefore(${index}) in a history of ${this.length}`);
+    }
+    this._inserts.push([index, message]);
+  }
+
+  /** Appends a new message after the last one. */
+  push(message) {
+    this._inserts.push([this.length, message]);
+  }
+
+  /** The indices where the kept turns start, oldest first. */
+  turnStarts() {
+    const starts = [];
+    this.messages.forEach((m, i) => {
+      if (this._dropped[i] === 0 && startsTurn(m)) starts.push(i);
+    });
+    return starts;
+  }
+
+  /**
+   * For each input message, the index of the message whose tool call it
+   * answers in the input (`null` for messages that are not tool results, and
+   * for results whose call is not in the history). A result answers the
+   * nearest earlier call with its id.
+   * @returns {(number | null)[]}
+   */
+  toolCallers() {
+    if (this._callers === null) {
+      const calls = new Map();
+      this._callers = this.messages.map((m, i) => {
+        const caller = m.role === "tool" && m.toolCallId != null ? (calls.get(m.toolCallId) ?? null) : null;
+        for (const c of m.toolCalls) calls.set(c.id, i);
+        return caller;
+      });
+    }
+    return this._callers;
+  }
+
+  /**
+   * For each message, the name of the tool whose result it is: its
+   * `toolName`, or the name in the call it answers; `null` otherwise.
+   * @returns {(string | null)[]}
+   */
+  toolNames() {
+    const calls = new Map();
+    return this.messages.map((m) => {
+      for (const c of m.toolCalls) calls.set(c.id, c.name);
+      if (m.role !== "tool") return null;
+      return m.toolName ?? (m.toolCallId != null ? (calls.get(m.toolCallId) ?? null) : null);
+    });
+  }
+
+  /**
+   * Keeps the last `turns` kept turns, system messages and summaries, and
+   * drops everything older. The cut moves back rather than split a tool
+   * exchange. Does nothing when there are no more than `turns` turns.
+   */
+  keepLastTurns(turns) {
+    const starts = this.turnStarts();
+    if (starts.length <= turns) return;
+    let cut = turns === 0 ? this.length : starts[starts.length - turns];
+    const callers = this.toolCallers();
+    let checked = this.length;
+    while (cut < checked) {
+      let earliest = Infinity;
+      for (let i = cut; i < checked; i++) {
+        if (this._dropped[i] === 0 && callers[i] !== null) earliest = Math.min(earliest, callers[i]);
+      }
+      checked = cut;
+      if (earliest < cut) cut = earliest;
+    }
+    for (let i = 0; i < cut; i++) {
+      const m = this.messages[i];
+      if (m.role !== "system" && !m.flags.summary) this._dropped[i] = 1;
+    }
+  }
+
+  /**
+   * Makes the tool exchanges whole again after drops and changes: a kept
+   * result whose call was dropped, or taken out of its message, is dropped;
+   * a kept message whose calls lost all their results loses those calls (and
+   * is dropped when nothing else is left in it).
+   */
+  settleToolExchanges() {
+    const callers = this.toolCallers().slice();
+    const idOf = (i) => this.messages[i].toolCallId ?? "";
+    callers.forEach((c, i) => {
+      if (c !== null && this._dropped[i] === 0) {
+        const id = idOf(i);
+        if (this._dropped[c] === 1 || !this.messages[c].toolCalls.some((k) => k.id === id)) {
+          this._dropped[i] = 1;
+        }
+      }
+    });
+    /** @type {Map<number, {kept: string[], gone: string[]}>} */
+    const answered = new Map();
+    callers.forEach((c, i) => {
+      if (c === null) return;
+      if (!answered.has(c)) answered.set(c, { kept: [], gone: [] });
+      const entry = answered.get(c);
+      (this._dropped[i] === 1 ? entry.gone : entry.kept).push(idOf(i));
+    });
+    for (const [c, { kept, gone }] of answered) {
+      if (this._dropped[c] === 1) continue;
+      const lost = gone.filter((id) => !kept.includes(id));
+      if (lost.length === 0) continue;
+      const m = this.change(c);
+      m.toolCalls = m.toolCalls.filter((call) => !lost.includes(call.id));
+      const empty = m.toolCalls.length === 0 && m.content.trim() === "" && m.parts.length === 0 && !m.reasoning;
+      if (empty) this._dropped[c] = 1;
+    }
+  }
+
+  /**
+   * The answer for the host: one item per kept, changed or new message, in
+   * order.
+   * @returns {Item[]}
+   */
+  toItems() {
+    return this._merge(
+      (message) => ({ tag: "insert", val: message }),
+      (i, m) => (this._changed[i] ? { tag: "replace", val: { index: i, message: m } } : { tag: "keep", val: i }),
+    );
+  }
+
+  /**
+   * The output the host would build from these edits (without its
+   * validation and id assignment): what `testing.run` returns.
+   * @returns {Message[]}
+   */
+  toMessages() {
+    return this._merge(
+      (message) => message,
+      (_, m) => m,
+    );
+  }
+
+  _merge(inserted, kept) {
+    const inserts = this._inserts.map(([at, m], order) => [at, order, m]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    const out = [];
+    let next = 0;
+    for (let i = 0; i < this.length; i++) {
+      while (next < inserts.length && inserts[next][0] === i) out.push(inserted(inserts[next++][2]));
+      if (this._dropped[i] === 0) out.push(kept(i, this.messages[i]));
+    }
+    while (next < inserts.length) out.push(inserted(inserts[next++][2]));
+    return out;
+  }
+
+  _check(index) {
+    if (!Number.isInteger(index) || index < 0 || index >= this.length) {
+      throw new RangeError(`index ${index} out of range for a history of ${this.length}`);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+/** What a JSON value is, for error messages. */
+function describeValue(v) {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "a list";
+  if (typeof v === "object") return "an object";
+  if (typeof v === "string") return `the string ${JSON.stringify(v)}`;
+  return `${typeof v} ${JSON.stringify(v)}`;
+}
+
+/** A configuration error at `path` (`` `extra[0].name`: ... ``). */
+function configError(path, message) {
+  return ProcessorError.badConfig(path ? `\`${path}\`: ${message}` : message);
+}
+
+/**
+ * Builders of configuration specs: each checks a JSON value and gives the
+ * value the processor receives, or throws a `bad-config` error that names the
+ * key (`` `turns`: expected an integer, found the string "four" ``). Objects
+ * refuse unknown keys, so a misspelt key is an error, not a silent default.
+ */
+export const config = {
+  /** `true` or `false`; `fallback` when absent. */
+  boolean(fallback = false) {
+    return {
+      default: () => fallback,
+      parse(v, path) {
+        if (typeof v !== "boolean") throw configError(path, `expected a boolean, found ${describeValue(v)}`);
+        return v;
+      },
+    };
+  },
+  /** A whole number within `min` and `max`; `fallback` when absent. */
+  integer({ default: fallback = 0, min = Number.MIN_SAFE_INTEGER, max = Number.MAX_SAFE_INTEGER } = {}) {
+    return {
+      default: () => fallback,
+      parse(v, path) {
+        if (!Number.isInteger(v)) throw configError(path, `expected an integer, found ${describeValue(v)}`);
+        if (v < min || v > max) throw configError(path, `${v} is out of range (${min} to ${max})`);
+        return v;
+      },
+    };
+  },
+  /** Any number; `fallback` when absent. */
+  number(fallback = 0) {
+    return {
+      default: () => fallback,
+      parse(v, path) {
+        if (typeof v !== "number") throw configError(path, `expected a number, found ${describeValue(v)}`);
+        return v;
+      },
+    };
+  },
+  /** A string; `fallback` when absent. */
+  string(fallback = "") {
+    return {
+      default: () => fallback,
+      parse(v, path) {
+        if (typeof v !== "string") throw configError(path, `expected a string, found ${describeValue(v)}`);
+        return v;
+      },
+    };
+  },
+  /** `spec`'s value, or `null` when absent or `null`. */
+  optional(spec) {
+    return {
+      default: () => null,
+      parse: (v, path) => (v === null ? null : spec.parse(v, path)),
+    };
+  },
+  /** A list of `spec`'s values; `fallback()` (an empty list) when absent. */
+  list(spec, fallback = () => []) {
+    return {
+      default: fallback,
+      parse(v, path) {
+        if (!Array.isArray(v)) throw configError(path, `expected a list, found ${describeValue(v)}`);
+        return v.map((item, i) => spec.parse(item, `${path}[${i}]`));
+      },
+    };
+  },
+  /**
+   * An object with these keys, each a spec; absent keys take their spec's
+   * default, unless listed in `required`. Unknown keys are refused.
+   * @param {Record<string, any>} fields
+   * @param {{required?: string[]}} [options]
+   */
+  object(fields, { required = [] } = {}) {
+    const names = Object.keys(fields);
+    const build = (v, path) => {
+      if (v === null || typeof v !== "object" || Array.isArray(v)) {
+        throw configError(path, `expected an object, found ${describeValue(v)}`);
+      }
+      for (const key of Object.keys(v)) {
+        if (!Object.hasOwn(fields, key)) {
+          const expected = names.length ? `expected one of ${names.map((n) => `\`${n}\``).join(", ")}` : "there are none";
+          throw configError(path, `unknown field \`${key}\`, ${expected}`);
+        }
+      }
+      const out = {};
+      for (const name of names) {
+        const at = path ? `${path}.${name}` : name;
+        if (Object.hasOwn(v, name)) out[name] = fields[name].parse(v[name], at);
+        else if (required.includes(name)) throw configError(path, `missing field \`${name}\``);
+        else out[name] = fields[name].default();
+      }
+      return out;
+    };
+    return { default: () => build({}, ""), parse: build };
+  },
+};
+
+/** A configuration with no settings: accepts `{}` (or none), refuses any key. */
+config.none = config.object({});
+
+/**
+ * Parses the user's configuration text with `spec`: none (empty or `null`)
+ * is the spec's default.
+ * @param {string} text
+ * @param {{default: () => any, parse: (v: any, path: string) => any}} spec
+ */
+export function parseConfig(text, spec) {
+  const trimmed = text.trim();
+  if (trimmed === "" || trimmed === "null") return spec.default();
+  let value;
+  try {
+    value = JSON.parse(trimmed);
+  } catch (e) {
+    throw ProcessorError.badConfig(`the configuration is not JSON: ${e.message}`);
+  }
+  return spec.parse(value, "");
+}
+
+// ---------------------------------------------------------------------------
+// Declaring and exporting a processor
+
+/**
+ * Declares a processor: its name, version and summary (what `describe`
+ * answers), its configuration spec and example, and its `process` function,
+ * which edits the history in place (and may return nothing).
+ * @template C
+ * @param {import("./agent-host-guest.d.ts").ProcessorDefinition<C>} definition
+ */
+export function defineProcessor(definition) {
+  for (const key of ["name", "version", "summary"]) {
+    if (typeof definition[key] !== "string" || definition[key] === "") {
+      throw new TypeError(`defineProcessor: \`${key}\` must be a non-empty string`);
+    }
+  }
+  if (typeof definition.process !== "function") {
+    throw new TypeError("defineProcessor: `process` must be a function (history, config) => void");
+  }
+  return Object.freeze({ config: config.none, configExample: null, configSchema: null, ...definition });
+}
+
+/** The description the host asks for before the first call. */
+function describe(definition) {
+  return {
+    name: definition.name,
+    version: definition.version,
+    summary: definition.summary,
+    configSchema: definition.configSchema ?? null,
+    configExample: definition.configExample ?? null,
+    reorders: false,
+  };
+}
+
+/**
+ * One call: parse the configuration, run the processor, answer with its
+ * edits. Errors other than `ProcessorError` become `failed` with their text.
+ */
+function processWith(definition, context, messages) {
+  try {
+    const settings = parseConfig(context.config, definition.config);
+    const history = new History(context, messages);
+    definition.process(history, settings);
+    return history.toItems();
+  } catch (e) {
+    if (e instanceof ProcessorError) throw e;
+    throw ProcessorError.failed(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+  }
+}
+
+/**
+ * The component's `processor` export for `definition`, calling `imports`
+ * (the `agent-host:history/host@0.1.0` module) for the log and estimates.
+ * The component's entry file is these three lines:
+ *
+ *   import * as host from "agent-host:history/host@0.1.0";
+ *   import { exportProcessor } from "agent-host-guest";
+ *   import definition from "./processor.js";
+ *   export const processor = exportProcessor(definition, host);
+ */
+export function exportProcessor(definition, imports) {
+  host = imports;
+  return {
+    describe: () => describe(definition),
+    process: (context, messages) => processWith(definition, context, messages),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// Running natively, for tests
+
+/**
+ * Running a processor under Node, for its unit tests: the same code as in
+ * the component, with the host's services served locally (log lines are
+ * kept in `testing.logs`; estimates follow the host's default heuristic).
+ * The host does more: it checks the edits, validates the result and gives
+ * new messages ids. Test those paths through the real host.
+ */
+export const testing = {
+  /** The log lines of the last `run`, as `{level, text}`. */
+  logs: nativeLogs,
+
+  /**
+   * A run context for tests: a 128,000-token window, the budget as large,
+   * the current time and `configText` as the configuration.
+   * @returns {RunContext}
+   */
+  context(configText = "{}") {
+    const ms = Date.now();
+    return {
+      sessionKey: null,
+      agent: null,
+      model: null,
+      contextWindow: 128000,
+      budget: 128000,
+      totalTokens: 0,
+      turn: 0,
+      usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: null, cacheWriteTokens: null },
+      now: { seconds: Math.floor(ms / 1000), nanoseconds: (ms % 1000) * 1e6 },
+      config: configText,
+    };
+  },
+
+  /**
+   * Runs `definition` with the configuration text `configText` over
+   * `messages` and returns the history it produces. Messages whose `tokens`
+   * is 0 get an estimate first, as the host would give them. A refusal
+   * throws the `ProcessorError`.
+   * @param {{context?: RunContext}} [options] a context of your own (its
+   *   `config` is replaced by `configText`)
+   * @returns {Message[]}
+   */
+  run(definition, configText, messages, { context } = {}) {
+    nativeLogs.length = 0;
+    for (const m of messages) if (!m.tokens) m.tokens = nativeHost.estimateMessageTokens(m);
+    const ctx = { ...(context ?? testing.context()), config: configText };
+    ctx.totalTokens = messages.reduce((n, m) => n + m.tokens, 0);
+    const previous = host;
+    host = nativeHost;
+    try {
+      const settings = parseConfig(ctx.config, definition.config);
+      const history = new History(ctx, messages);
+      definition.process(history, settings);
+      return history.toMessages();
+    } finally {
+      host = previous;
+    }
+  },
+};
