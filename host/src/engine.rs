@@ -105,8 +105,13 @@ impl EngineConfig {
             crate::config::SummarizerKind::Llm => SummarizerChoice::Llm,
             crate::config::SummarizerKind::Extractive => SummarizerChoice::Extractive,
         };
+        let mut pipeline = settings.pipeline_config();
+        // Off only stops the triggers: `/summarize` still summarizes, with
+        // the configured thresholds (the engine gives the pipeline no
+        // summarizer unless a summary is forced).
+        pipeline.summary = Some(settings.context.summary_config());
         EngineConfig {
-            pipeline: settings.pipeline_config(),
+            pipeline,
             auto_summarize: settings.context.auto_summarize,
             provider: settings.provider.clone(),
             summarizer,

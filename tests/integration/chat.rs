@@ -629,3 +629,25 @@ fn a_wrong_configuration_exits_78_naming_the_file_and_key() {
         "{err}"
     );
 }
+
+#[test]
+fn with_auto_summarize_off_no_turn_summarizes_but_summarize_still_does() {
+    let server = LlmServer::start(Wire::OpenAi);
+    answer_summaries(&server);
+    let extra = format!("{SMALL_TRIGGERS}auto_summarize = false\n");
+    let setup = Setup::new(&server, Wire::OpenAi, &extra);
+    let mut script = String::new();
+    for i in 1..=5 {
+        script.push_str(&format!("turn number {i}\n"));
+    }
+    script.push_str("/summarize\n");
+    let out = setup.ok(&["chat", "--session", "off"], &script);
+    assert!(!out.contains("context compacted"), "{out}");
+    assert!(out.contains("summarized"), "/summarize still works: {out}");
+    let meta = setup
+        .store()
+        .get(&SessionRef::key("default", "off"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(meta.checkpoints.len(), 1);
+}
