@@ -185,15 +185,7 @@ pub(super) fn run(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "{} {} (sha256 {}): {} in {:.1} ms",
-        p.name(),
-        p.description().version,
-        &p.hash()[..12],
-        super::compile_words(p),
-        super::ms(p.load_time())
-    )?;
+    writeln!(out, "{}", super::identity(p))?;
     writeln!(
         out,
         "input    {source}: {} messages, {} tokens",

@@ -87,15 +87,7 @@ pub(super) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let loaded = load(&args.file, &args.cache, args.sandbox.options())?;
     let p = &loaded.processor;
     if !args.json {
-        writeln!(
-            out,
-            "checking {} {} (sha256 {}), {} in {:.1} ms",
-            p.name(),
-            p.description().version,
-            &p.hash()[..12],
-            super::compile_words(p),
-            super::ms(p.load_time())
-        )?;
+        writeln!(out, "checking {}", super::identity(p))?;
         writeln!(
             out,
             "{:<22} {:<15} {:>9} {:>9} {:>16} {:>20}",

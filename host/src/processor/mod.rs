@@ -201,6 +201,18 @@ struct Loaded {
     processor: Processor,
 }
 
+/// A loaded processor in one line: name, version, hash, and how it loaded.
+fn identity(p: &Processor) -> String {
+    format!(
+        "{} {} (sha256 {}), {} in {:.1} ms",
+        p.name(),
+        p.description().version,
+        &p.hash()[..12],
+        compile_words(p),
+        ms(p.load_time())
+    )
+}
+
 /// Milliseconds, as a float, for reports.
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
