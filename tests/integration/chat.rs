@@ -651,3 +651,27 @@ fn with_auto_summarize_off_no_turn_summarizes_but_summarize_still_does() {
         .unwrap();
     assert_eq!(meta.checkpoints.len(), 1);
 }
+
+#[test]
+fn openai_reasoning_models_get_max_completion_tokens_when_configured() {
+    let server = LlmServer::start(Wire::OpenAi);
+    let setup = Setup::new(&server, Wire::OpenAi, "");
+    let config = std::fs::read_to_string(setup.path().join("agent-host.toml")).unwrap();
+    std::fs::write(
+        setup.path().join("agent-host.toml"),
+        config.replace(
+            "max_retries = 2\n",
+            "max_retries = 2\nmax_tokens_field = \"max_completion_tokens\"\nmax_tokens = 900\n",
+        ),
+    )
+    .unwrap();
+    setup.ok(&["run", "--session", "o", "--message", "hi"], "");
+    let body = &server.requests()[0].body;
+    assert_eq!(body["max_completion_tokens"], 900, "{body}");
+    assert!(body.get("max_tokens").is_none(), "{body}");
+    let shown = setup.ok(&["config", "show"], "");
+    assert!(
+        shown.contains("max_tokens_field = \"max_completion_tokens\""),
+        "{shown}"
+    );
+}

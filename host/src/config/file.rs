@@ -81,6 +81,7 @@ pub(super) struct RawProvider {
     pub model: Option<String>,
     pub api_key_env: Option<String>,
     pub max_tokens: Option<u32>,
+    pub max_tokens_field: Option<Choice<crate::provider::MaxTokensField>>,
     pub temperature: Option<f32>,
     pub stream: Option<bool>,
     pub timeout_secs: Option<u64>,

@@ -48,6 +48,7 @@
 //! model = "llama3.1"                  # required in [provider]
 //! base_url = "http://localhost:11434/v1"
 //! api_key_env = ""                    # "" sends no key (local servers)
+//! max_tokens_field = "max_tokens"     # "max_completion_tokens" for OpenAI's o1/o3/o4/gpt-5
 //!
 //! [store]
 //! path = ".agent-host"                # or "sqlite:sessions.db"; relative to the working directory
@@ -863,6 +864,11 @@ impl Merge<'_> {
             file.connect_timeout_secs.map(Duration::from_secs),
             defaults.connect_timeout,
         );
+        let max_tokens_field = self.file_or(
+            "provider.max_tokens_field",
+            file.max_tokens_field.map(|c| c.0),
+            defaults.max_tokens_field,
+        );
         let max_retries = self.file_or(
             "provider.max_retries",
             file.max_retries,
@@ -884,6 +890,7 @@ impl Merge<'_> {
             model,
             api_key_env: Some(api_key_env).filter(|v| !v.is_empty()),
             max_tokens,
+            max_tokens_field,
             temperature,
             stream,
             timeout,

@@ -267,6 +267,7 @@ fn provider_entries(p: &ProviderSettings) -> Vec<Entry> {
             p.api_key_env.as_deref().unwrap_or(""),
         ),
         Entry::new("provider", "max_tokens", p.max_tokens),
+        Entry::new("provider", "max_tokens_field", p.max_tokens_field.as_str()),
         Entry {
             value: temperature,
             unset: "the server's default",

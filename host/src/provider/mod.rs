@@ -75,6 +75,32 @@ impl std::fmt::Display for ProviderKind {
     }
 }
 
+/// Which request field carries the answer's token cap on the OpenAI wire.
+///
+/// Chat Completions servers take `max_tokens`; OpenAI's reasoning models
+/// (o1, o3, o4, gpt-5) refuse it and want `max_completion_tokens`. The
+/// Anthropic wire always sends `max_tokens`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MaxTokensField {
+    /// `max_tokens`: what every compatible server takes.
+    #[default]
+    #[value(name = "max_tokens")]
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's reasoning models.
+    #[value(name = "max_completion_tokens")]
+    MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    /// The field's name in the request body.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
 /// Everything needed to talk to one provider (the effective `[provider]`
 /// settings, after flags, environment and file were merged).
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +116,8 @@ pub struct ProviderSettings {
     pub api_key_env: Option<String>,
     /// The most tokens the answer may take.
     pub max_tokens: u32,
+    /// The request field that carries `max_tokens` (OpenAI wire only).
+    pub max_tokens_field: MaxTokensField,
     /// Sampling temperature; `None` leaves the server's default.
     pub temperature: Option<f32>,
     /// Stream the answer (server-sent events).
@@ -119,6 +147,7 @@ impl ProviderSettings {
             model: model.into(),
             api_key_env: Some(kind.default_api_key_env().to_owned()),
             max_tokens: 4_096,
+            max_tokens_field: MaxTokensField::MaxTokens,
             temperature: None,
             stream: true,
             timeout: Duration::from_secs(600),

@@ -35,7 +35,7 @@ pub(super) async fn complete(
     body.insert("model".into(), json!(settings.model));
     body.insert("messages".into(), Value::Array(messages));
     body.insert(
-        "max_tokens".into(),
+        settings.max_tokens_field.as_str().into(),
         json!(request.max_tokens.unwrap_or(settings.max_tokens)),
     );
     if let Some(t) = request.temperature.or(settings.temperature) {
