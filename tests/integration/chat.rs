@@ -675,3 +675,29 @@ fn openai_reasoning_models_get_max_completion_tokens_when_configured() {
         "{shown}"
     );
 }
+
+#[test]
+fn reasoning_is_stored_but_not_sent_back_on_the_openai_wire() {
+    let server = LlmServer::start(Wire::OpenAi);
+    let setup = Setup::new(&server, Wire::OpenAi, "");
+    server.push(Scripted::Answer(
+        Answer::text("42").with_reasoning("THOUGHT-MARKER: six times seven"),
+    ));
+    setup.ok(&["run", "--session", "r", "--message", "what is 6x7?"], "");
+    let history = setup
+        .store()
+        .load(&SessionRef::key("default", "r"))
+        .unwrap();
+    let reply = history.messages.last().unwrap();
+    assert!(
+        reply
+            .reasoning
+            .as_ref()
+            .is_some_and(|r| r.text.contains("THOUGHT-MARKER")),
+        "the reasoning is stored"
+    );
+    setup.ok(&["run", "--session", "r", "--message", "and 7x8?"], "");
+    let second = request_text(&server.requests()[1]);
+    assert!(second.contains("what is 6x7?") && second.contains("42"));
+    assert!(!second.contains("THOUGHT-MARKER"), "{second}");
+}

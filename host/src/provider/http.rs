@@ -434,9 +434,17 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
             .ok()
             .filter(|n| n.is_finite() && *n >= 0.0)
     };
+    // `Retry-After` may also be an HTTP date (RFC 9110): wait until then.
+    let date = || -> Option<f64> {
+        let text = headers.get("retry-after")?.to_str().ok()?;
+        let at = chrono::DateTime::parse_from_rfc2822(text.trim()).ok()?;
+        let wait = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+        Some(wait.num_milliseconds().max(0) as f64 / 1000.0)
+    };
     number("retry-after-ms")
         .map(|ms| ms / 1000.0)
         .or_else(|| number("retry-after"))
+        .or_else(date)
         .map(|s| Duration::from_secs_f64(s.min(MAX_BACKOFF.as_secs_f64())))
 }
 
@@ -478,6 +486,28 @@ pub(super) fn stamp(mut message: Message) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_read_in_seconds_milliseconds_or_as_a_date() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let with = |name: &'static str, value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_str(value).unwrap());
+            retry_after(&h)
+        };
+        assert_eq!(with("retry-after", "2"), Some(Duration::from_secs(2)));
+        assert_eq!(
+            with("retry-after-ms", "250"),
+            Some(Duration::from_millis(250))
+        );
+        let soon = (chrono::Utc::now() + chrono::Duration::seconds(20)).to_rfc2822();
+        let wait = with("retry-after", &soon.replace("+0000", "GMT")).unwrap();
+        assert!((18..=20).contains(&wait.as_secs()), "{wait:?}");
+        let past = with("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT");
+        assert_eq!(past, Some(Duration::ZERO));
+        assert_eq!(with("retry-after", "3600"), Some(MAX_BACKOFF));
+        assert_eq!(with("retry-after", "soon"), None);
+    }
 
     #[test]
     fn error_bodies_of_both_wires_give_their_message() {

@@ -29,8 +29,16 @@ pub(super) async fn complete(
 ) -> Result<ChatReply, ProviderError> {
     let settings = provider.settings();
     let stream = request.stream.unwrap_or(settings.stream);
-    let messages =
+    let mut messages =
         format::to_values(&request.messages).map_err(|e| ProviderError::Request(e.to_string()))?;
+    // Reasoning stays in the log but is not sent back: Chat Completions has
+    // no input field for it, and servers that return it (DeepSeek) refuse it
+    // in a request.
+    for m in &mut messages {
+        if let Some(object) = m.as_object_mut() {
+            object.remove("reasoning_content");
+        }
+    }
     let mut body = Map::new();
     body.insert("model".into(), json!(settings.model));
     body.insert("messages".into(), Value::Array(messages));
