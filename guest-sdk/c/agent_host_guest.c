@@ -84,7 +84,13 @@ struct ahg_history {
     insert *inserts;
     size_t inserts_len, inserts_cap;
     block *blocks;
+    /* Which message's call each input result answers (NO_CALLER for none), as
+     * in the input: worked out on first use, and always before the first
+     * change (ahg_edit), since an edit may take calls out. */
+    size_t *callers;
 };
+
+#define NO_CALLER SIZE_MAX
 
 void *ahg_alloc(ahg_history *h, size_t size) {
     if (size > SIZE_MAX - sizeof(block)) abort();
@@ -318,8 +324,11 @@ void ahg_drop(ahg_history *h, size_t index) {
     h->dropped[index] = true;
 }
 
+static void find_callers(ahg_history *h);
+
 ahg_message *ahg_edit(ahg_history *h, size_t index) {
     check_index(h, index);
+    find_callers(h);
     h->changed[index] = true;
     return &h->messages[index];
 }
@@ -377,6 +386,212 @@ ahg_item *ahg_history_items(ahg_history *h, size_t *len) {
     }
     *len = n;
     return items;
+}
+
+/* ---- Turns and tool exchanges ---------------------------------------------- */
+
+bool ahg_starts_turn(const ahg_message *m) {
+    return m->role == AHG_ROLE_USER && !(m->flags & AHG_FLAG_SYNTHETIC);
+}
+
+const size_t *ahg_turn_starts(ahg_history *h, size_t *count) {
+    size_t *starts = ahg_alloc(h, (h->len + 1) * sizeof *starts);
+    size_t n = 0;
+    for (size_t i = 0; i < h->len; i++) {
+        if (!h->dropped[i] && ahg_starts_turn(&h->messages[i])) starts[n++] = i;
+    }
+    *count = n;
+    return starts;
+}
+
+static uint64_t hash_str(ahg_str s) {
+    uint64_t x = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t i = 0; i < s.len; i++) x = (x ^ (unsigned char)s.ptr[i]) * 0x100000001b3u;
+    return x;
+}
+
+/* One pass over the input with a table from call id to the message that made
+ * the call last: a result answers the nearest earlier call with its id. */
+static void find_callers(ahg_history *h) {
+    if (h->callers) return;
+    size_t *callers = ahg_alloc(h, (h->len + 1) * sizeof *callers);
+    size_t calls = 0;
+    for (size_t i = 0; i < h->len; i++) calls += h->messages[i].tool_calls_len;
+    size_t cap = 8;
+    while (cap < calls * 2) cap *= 2;
+    typedef struct slot {
+        ahg_str id;
+        size_t at;
+        bool used;
+    } slot;
+    slot *table = calloc(cap, sizeof *table);
+    if (!table) abort();
+    for (size_t i = 0; i < h->len; i++) {
+        const ahg_message *m = &h->messages[i];
+        callers[i] = NO_CALLER;
+        if (m->role == AHG_ROLE_TOOL && m->tool_call_id.some) {
+            ahg_str id = m->tool_call_id.str;
+            for (size_t k = hash_str(id) & (cap - 1); table[k].used; k = (k + 1) & (cap - 1)) {
+                if (ahg_str_eq(table[k].id, id)) {
+                    callers[i] = table[k].at;
+                    break;
+                }
+            }
+        }
+        for (size_t c = 0; c < m->tool_calls_len; c++) {
+            ahg_str id = m->tool_calls[c].id;
+            size_t k = hash_str(id) & (cap - 1);
+            while (table[k].used && !ahg_str_eq(table[k].id, id)) k = (k + 1) & (cap - 1);
+            table[k].used = true;
+            table[k].id = id;
+            table[k].at = i;
+        }
+    }
+    free(table);
+    h->callers = callers;
+}
+
+bool ahg_tool_caller(ahg_history *h, size_t index, size_t *caller) {
+    check_index(h, index);
+    find_callers(h);
+    if (h->callers[index] == NO_CALLER) return false;
+    if (caller) *caller = h->callers[index];
+    return true;
+}
+
+size_t ahg_keep_last_turns(ahg_history *h, size_t turns) {
+    size_t total = 0;
+    for (size_t i = 0; i < h->len; i++) {
+        total += !h->dropped[i] && ahg_starts_turn(&h->messages[i]);
+    }
+    if (total <= turns) return 0;
+    /* The start of the `turns`-th kept turn from the end. */
+    size_t cut = h->len;
+    for (size_t seen = 0; seen < turns;) {
+        cut--;
+        seen += !h->dropped[cut] && ahg_starts_turn(&h->messages[cut]);
+    }
+    /* A kept result after the cut whose call is before it pulls the cut back,
+     * and the results between the old and the new cut may pull it further. */
+    find_callers(h);
+    size_t checked = h->len;
+    while (cut < checked) {
+        size_t earliest = NO_CALLER;
+        for (size_t i = cut; i < checked; i++) {
+            if (!h->dropped[i] && h->callers[i] < earliest) earliest = h->callers[i];
+        }
+        checked = cut;
+        if (earliest < cut) cut = earliest;
+    }
+    size_t dropped = 0;
+    for (size_t i = 0; i < cut; i++) {
+        const ahg_message *m = &h->messages[i];
+        if (m->role != AHG_ROLE_SYSTEM && !(m->flags & AHG_FLAG_SUMMARY) && !h->dropped[i]) {
+            h->dropped[i] = true;
+            dropped++;
+        }
+    }
+    return dropped;
+}
+
+/* Whether `s` is only whitespace, as Rust's str::trim sees it (Unicode
+ * White_Space), so that C drops exactly what the Rust SDK drops. */
+static bool is_blank(ahg_str s) {
+    const unsigned char *p = (const unsigned char *)s.ptr;
+    for (size_t i = 0; i < s.len;) {
+        uint32_t cp = p[i];
+        size_t n = 1;
+        if (cp >= 0xF0 && i + 3 < s.len) {
+            cp = (cp & 0x07) << 18 | (p[i + 1] & 0x3Fu) << 12 | (p[i + 2] & 0x3Fu) << 6 |
+                 (p[i + 3] & 0x3Fu);
+            n = 4;
+        } else if (cp >= 0xE0 && i + 2 < s.len) {
+            cp = (cp & 0x0F) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
+            n = 3;
+        } else if (cp >= 0xC0 && i + 1 < s.len) {
+            cp = (cp & 0x1F) << 6 | (p[i + 1] & 0x3Fu);
+            n = 2;
+        }
+        bool space = (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
+                     cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+                     cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+        if (!space) return false;
+        i += n;
+    }
+    return true;
+}
+
+static bool has_call(const ahg_message *m, ahg_str id) {
+    for (size_t k = 0; k < m->tool_calls_len; k++) {
+        if (ahg_str_eq(m->tool_calls[k].id, id)) return true;
+    }
+    return false;
+}
+
+static ahg_str result_id(const ahg_message *m) {
+    return m->tool_call_id.some ? m->tool_call_id.str : ahg_cstr("");
+}
+
+size_t ahg_settle_tool_exchanges(ahg_history *h) {
+    find_callers(h);
+    size_t dropped = 0;
+    /* Results of dropped or removed calls go. */
+    for (size_t i = 0; i < h->len; i++) {
+        size_t c = h->callers[i];
+        if (c == NO_CALLER || h->dropped[i]) continue;
+        if (h->dropped[c] || !has_call(&h->messages[c], result_id(&h->messages[i]))) {
+            h->dropped[i] = true;
+            dropped++;
+        }
+    }
+    /* The results of each call message, as linked lists through `next`. */
+    size_t *first = malloc((h->len + 1) * sizeof *first);
+    size_t *next = malloc((h->len + 1) * sizeof *next);
+    if (!first || !next) abort();
+    for (size_t i = 0; i < h->len; i++) first[i] = next[i] = NO_CALLER;
+    for (size_t i = h->len; i-- > 0;) {
+        size_t c = h->callers[i];
+        if (c == NO_CALLER) continue;
+        next[i] = first[c];
+        first[c] = i;
+    }
+    /* Calls whose results all went are taken out of their message. A call id
+     * is lost when a result for it went and none for it is kept. */
+    for (size_t c = 0; c < h->len; c++) {
+        if (first[c] == NO_CALLER || h->dropped[c]) continue;
+        bool any_lost = false;
+        for (size_t r = first[c]; r != NO_CALLER && !any_lost; r = next[r]) {
+            if (!h->dropped[r]) continue;
+            bool kept = false;
+            for (size_t o = first[c]; o != NO_CALLER && !kept; o = next[o]) {
+                kept = !h->dropped[o] &&
+                       ahg_str_eq(result_id(&h->messages[o]), result_id(&h->messages[r]));
+            }
+            any_lost = !kept;
+        }
+        if (!any_lost) continue;
+        ahg_message *m = ahg_edit(h, c);
+        ahg_tool_call *calls = ahg_alloc(h, (m->tool_calls_len + 1) * sizeof *calls);
+        size_t n = 0;
+        for (size_t k = 0; k < m->tool_calls_len; k++) {
+            bool went = false, kept = false;
+            for (size_t r = first[c]; r != NO_CALLER; r = next[r]) {
+                if (!ahg_str_eq(result_id(&h->messages[r]), m->tool_calls[k].id)) continue;
+                if (h->dropped[r]) went = true;
+                else kept = true;
+            }
+            if (!went || kept) calls[n++] = m->tool_calls[k];
+        }
+        m->tool_calls = n ? calls : NULL;
+        m->tool_calls_len = n;
+        if (n == 0 && is_blank(m->content) && m->parts_len == 0 && !m->has_reasoning) {
+            h->dropped[c] = true;
+            dropped++;
+        }
+    }
+    free(first);
+    free(next);
+    return dropped;
 }
 
 /* ---- Errors ---------------------------------------------------------------- */

@@ -43,7 +43,8 @@
  *
  * What it deliberately leaves out: reordering kept messages (the host
  * supports it for processors that declare it; none of ours does), and the
- * structural helpers of the Rust SDK (keep_last_turns, settle_tool_exchanges).
+ * Rust SDK's smaller conveniences (retain, tool_names,
+ * last_tool_results_start), which are a loop in C.
  */
 #ifndef AGENT_HOST_GUEST_H
 #define AGENT_HOST_GUEST_H
@@ -274,6 +275,56 @@ void ahg_replace(ahg_history *h, size_t index, const ahg_message *m);
 void ahg_insert(ahg_history *h, size_t index, const ahg_message *m);
 /** Appends a copy of `m` after the last message. */
 void ahg_push(ahg_history *h, const ahg_message *m);
+
+/* ---- Turns and tool exchanges ---------------------------------------------- */
+
+/*
+ * A provider rejects a history in which a tool result has no call before it,
+ * and most reject an assistant's tool call that no result answers. A
+ * processor that drops messages can break either rule; these helpers, the
+ * same as the Rust, Python and JavaScript SDKs' (keep_last_turns,
+ * settle_tool_exchanges), keep the exchanges whole:
+ *
+ *     ahg_keep_last_turns(h, 10);       // drop old turns, never half an exchange
+ *     for (...) ahg_drop(h, i);         // or any drops and edits of your own
+ *     ahg_settle_tool_exchanges(h);     // then mend the pairing
+ */
+
+/** Whether `m` starts a turn: a user message that is not synthetic. */
+bool ahg_starts_turn(const ahg_message *m);
+/**
+ * The indices where the kept turns start (ahg_starts_turn), oldest first;
+ * `*count` receives how many. The array lives until the call ends.
+ */
+const size_t *ahg_turn_starts(ahg_history *h, size_t *count);
+/**
+ * Whether input message `index` is a tool result that answers a call in the
+ * history; if so, `*caller` (may be NULL) receives the index of the message
+ * that made the call. A result answers the nearest earlier call with its
+ * `tool_call_id`. Worked out on the input as it came, before any edit, so a
+ * call taken out of its message still counts.
+ */
+bool ahg_tool_caller(ahg_history *h, size_t index, size_t *caller);
+/**
+ * Keeps the last `turns` kept turns, system messages and summary-flagged
+ * messages, and drops everything older. The cut moves back rather than split
+ * a tool exchange: a kept result after it whose call is before it pulls it
+ * back to the call, for as long as that pulls in more such results. Does
+ * nothing when there are no more than `turns` turns; with 0 it drops every
+ * message that is neither system nor summary. Returns how many messages it
+ * dropped.
+ */
+size_t ahg_keep_last_turns(ahg_history *h, size_t turns);
+/**
+ * Makes the tool exchanges whole again after drops and edits: a kept result
+ * whose call was dropped, or taken out of its message (ahg_edit), is dropped;
+ * a kept message some of whose calls lost all their results (a result went
+ * and none for that id is kept) loses those calls, as an edit, and is dropped
+ * when nothing else is left in it (no calls, parts or reasoning, blank
+ * content). Calls that had no result in the input, such as a turn the user
+ * interrupted, are left alone. Returns how many messages it dropped.
+ */
+size_t ahg_settle_tool_exchanges(ahg_history *h);
 
 /* ---- Memory owned by the call ---------------------------------------------- */
 
