@@ -23,7 +23,7 @@ pub(crate) fn scaffold(name: &str, dir: &Path, repo_root: &Path) -> Result<Strin
     let sdk_text = sdk.as_str();
     let vars = [
         ("name", name.to_owned()),
-        ("class", class_name(name)),
+        ("class", crate::processor::scaffold::camel_case(name)),
         ("sdk_python", python_string(sdk_text)),
         ("sdk_bash", crate::processor::scaffold::shell_word(sdk_text)),
         ("sdk_plain", sdk_text.to_owned()),
@@ -51,18 +51,6 @@ fn render(template: &str, vars: &[(&str, String)]) -> String {
     })
 }
 
-/// The class name for a processor name: `drop-short` is `DropShort`.
-fn class_name(name: &str) -> String {
-    name.split(['-', '_'])
-        .filter(|w| !w.is_empty())
-        .map(|w| {
-            let mut chars = w.chars();
-            let first = chars.next().map(|c| c.to_ascii_uppercase());
-            first.into_iter().chain(chars).collect::<String>()
-        })
-        .collect()
-}
-
 /// `text` as a Python string literal.
 fn python_string(text: &str) -> String {
     format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
@@ -74,9 +62,10 @@ mod tests {
 
     #[test]
     fn names_become_classes() {
-        assert_eq!(class_name("drop-short"), "DropShort");
-        assert_eq!(class_name("a_b-c9"), "ABC9");
-        assert_eq!(class_name("x"), "X");
+        use crate::processor::scaffold::camel_case;
+        assert_eq!(camel_case("drop-short"), "DropShort");
+        assert_eq!(camel_case("a_b-c9"), "ABC9");
+        assert_eq!(camel_case("x"), "X");
     }
 
     #[test]

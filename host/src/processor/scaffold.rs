@@ -243,11 +243,10 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// `drop-errors` becomes `DropErrorsProcessor`: the suffix keeps it clear of
-/// the template's other names (`Config`, `History`, `Error`...).
-fn type_name(name: &str) -> String {
-    let mut ty: String = name
-        .split(['-', '_'])
+/// `drop-errors` becomes `DropErrors`: a type or class name for a processor
+/// name, in Rust and the other languages alike.
+pub(crate) fn camel_case(name: &str) -> String {
+    name.split(['-', '_'])
         .filter(|w| !w.is_empty())
         .map(|w| {
             let mut cs = w.chars();
@@ -255,9 +254,13 @@ fn type_name(name: &str) -> String {
                 .map(|c| c.to_ascii_uppercase().to_string() + cs.as_str())
                 .unwrap_or_default()
         })
-        .collect();
-    ty.push_str("Processor");
-    ty
+        .collect()
+}
+
+/// `drop-errors` becomes `DropErrorsProcessor`: the suffix keeps it clear of
+/// the template's other names (`Config`, `History`, `Error`...).
+fn type_name(name: &str) -> String {
+    camel_case(name) + "Processor"
 }
 
 fn cargo_toml(name: &str, sdk: &str) -> String {
