@@ -262,6 +262,8 @@ pub fn run(args: &ChatArgs, engine: &Engine, out: &mut dyn Write) -> Result<()> 
     } else {
         String::new()
     };
+    // A script's failed line makes the whole run fail, after the rest ran.
+    let mut failures: Vec<anyhow::Error> = Vec::new();
     while let Some(line) = input.read(&prompt)? {
         let line = line.trim();
         if line.is_empty() {
@@ -271,26 +273,35 @@ pub fn run(args: &ChatArgs, engine: &Engine, out: &mut dyn Write) -> Result<()> 
             match parse_command(line) {
                 Ok(Command::Quit) => break,
                 Ok(command) => chat.command(command, out),
-                Err(message) => Err(anyhow!(message)),
+                Err(message) => Err(crate::run::UsageError(message).into()),
             }
         } else {
             chat.turn(line, out)
         };
         if let Err(e) = result {
             // A failed command or turn does not end the conversation.
-            writeln!(
-                out,
-                "{}",
-                paint(style::ERROR, &format!("error: {e:#}"), color)
-            )?;
-            if !input.interactive() {
-                tracing::debug!("scripted chat line failed: {line}");
+            if input.interactive() {
+                writeln!(
+                    out,
+                    "{}",
+                    paint(style::ERROR, &format!("error: {e:#}"), color)
+                )?;
+            } else {
+                out.flush()?;
+                eprintln!("error: {line:?}: {e:#}");
+                failures.push(e);
             }
         }
         out.flush()?;
     }
     input.save();
-    Ok(())
+    match failures.pop() {
+        None => Ok(()),
+        Some(last) => {
+            let n = failures.len() + 1;
+            Err(last.context(format!("{n} line(s) of the chat script failed; the last")))
+        }
+    }
 }
 
 impl Chat<'_> {
@@ -314,13 +325,18 @@ impl Chat<'_> {
         }
     }
 
-    /// The session with this id, else the agent's session with this key
-    /// (created when new).
+    /// The session with this id (which must exist), else the agent's
+    /// session with this key (created when new).
     fn find_or_open(&self, name: &str) -> Result<SessionMeta> {
-        if let Ok(id) = Uuid::parse_str(name)
-            && let Some(meta) = self.engine.store().get(&SessionRef::Id(id))?
-        {
-            return Ok(meta);
+        if let Ok(id) = Uuid::parse_str(name) {
+            // An id names a session that exists; it never becomes a key.
+            return self
+                .engine
+                .store()
+                .get(&SessionRef::Id(id))?
+                .with_context(|| {
+                    format!("there is no session with id {id}; /sessions lists them")
+                });
         }
         self.engine
             .open(&SessionRef::key(self.agent.clone(), name.to_owned()))
@@ -663,14 +679,18 @@ fn compaction_note(outcome: &TurnOutcome) -> Option<String> {
             "[the model refused the context as too long ({error}); pruned aggressively and retried]"
         ));
     }
-    match &outcome.prepared.compaction.report.summary {
-        SummaryOutcome::Summarized { covered, parts, .. } => notes.push(format!(
-            "[context compacted: {covered} messages summarized into a checkpoint, {parts} part(s)]"
-        )),
-        SummaryOutcome::Failed { error, .. } => {
-            notes.push(format!("[summary failed, full history kept: {error}]"))
+    // The first try's preparation counts too: its checkpoint was stored.
+    let attempts = outcome.first_attempt.iter().chain([&outcome.prepared]);
+    for prepared in attempts {
+        match &prepared.compaction.report.summary {
+            SummaryOutcome::Summarized { covered, parts, .. } => notes.push(format!(
+                "[context compacted: {covered} messages summarized into a checkpoint, {parts} part(s)]"
+            )),
+            SummaryOutcome::Failed { error, .. } => {
+                notes.push(format!("[summary failed, full history kept: {error}]"))
+            }
+            _ => {}
         }
-        _ => {}
     }
     (!notes.is_empty()).then(|| notes.join("\n"))
 }

@@ -269,7 +269,13 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
         ExitCode::from(EXIT_PROCESSOR_FAILED)
     } else if error.chain().any(|e| e.is::<UsageError>()) {
         ExitCode::from(2)
-    } else if error.chain().any(|e| e.is::<crate::config::ConfigError>()) {
+    } else if error.chain().any(|e| {
+        e.is::<crate::config::ConfigError>()
+            || matches!(
+                e.downcast_ref::<crate::provider::ProviderError>(),
+                Some(crate::provider::ProviderError::MissingKey { .. })
+            )
+    }) {
         ExitCode::from(EXIT_CONFIG)
     } else if error
         .chain()

@@ -41,7 +41,7 @@ use chrono::{DateTime, Utc};
 
 use crate::provider::{ChatRequest, Provider, ProviderError, ProviderSettings, StreamEvent};
 use crate::runtime::{
-    Processor, ProcessorError, ProcessorOptions, ProcessorReport, RunInfo, Runtime, RuntimeConfig,
+    Processor, ProcessorOptions, ProcessorReport, RunInfo, Runtime, RuntimeConfig,
 };
 use crate::store::{SessionMeta, SessionRef, SessionStore};
 use crate::summarizer::{Calls, LlmSummarizer};
@@ -129,6 +129,9 @@ pub struct Mode {
     pub aggressive: bool,
     /// Summarize whatever the triggers say (`/summarize`).
     pub force_summary: bool,
+    /// Do not summarize, whatever the triggers say (the retry after a
+    /// context-length error, when the first try's summary failed).
+    pub no_summary: bool,
 }
 
 /// A view ready to send, and what made it.
@@ -163,14 +166,13 @@ pub struct TurnOutcome {
     /// The context-length error that made the engine prune aggressively and
     /// retry, if that happened.
     pub aggressive_retry: Option<String>,
+    /// The view of the first try, when the provider refused it as too long:
+    /// what that preparation did (a checkpoint it stored, say) still
+    /// happened.
+    pub first_attempt: Option<Prepared>,
     /// The session after the turn.
     pub session: Option<SessionMeta>,
 }
-
-/// A processor failed under its `fail` policy.
-#[derive(Debug, thiserror::Error)]
-#[error("{0} (its failure policy is `fail`)")]
-pub struct ChainFailed(pub ProcessorError);
 
 /// Runs turns; see the [module documentation](self).
 pub struct Engine {
@@ -283,7 +285,7 @@ impl Engine {
         let mut config = self.config.pipeline.clone();
         config.aggressive = mode.aggressive;
         config.force_summary = mode.force_summary;
-        let summarize = self.config.auto_summarize || mode.force_summary;
+        let summarize = (self.config.auto_summarize || mode.force_summary) && !mode.no_summary;
         let llm = match (&self.provider, self.config.summarizer) {
             (Some(provider), SummarizerChoice::Llm) if summarize => Some(
                 LlmSummarizer::new(provider.clone(), self.rt.handle().clone())
@@ -317,7 +319,7 @@ impl Engine {
             view = outcome.messages;
             processors = outcome.reports;
             if let Some(error) = outcome.failure {
-                return Err(crate::run::ProcessorFailed(ChainFailed(error).to_string()).into());
+                return Err(crate::run::fail(error));
             }
         }
         if let Some(v) = validate(&view).first() {
@@ -383,17 +385,25 @@ impl Engine {
         self.keep_checkpoint(&session, &mut log, &mut checkpoint, &prepared, true)?;
 
         let mut aggressive_retry = None;
+        let mut first_attempt = None;
         let reply = match self.send(provider, &prepared.view, on_event) {
             Err(ProviderError::ContextLength { message, .. }) => {
                 tracing::warn!(
                     "the provider refused the context as too long ({message}); pruning aggressively and retrying once"
                 );
                 aggressive_retry = Some(message);
+                // A summary that failed once is not paid for twice.
+                let failed = matches!(
+                    prepared.compaction.report.summary,
+                    SummaryOutcome::Failed { .. }
+                );
                 let mode = Mode {
                     aggressive: true,
                     force_summary: false,
+                    no_summary: failed,
                 };
-                prepared = self.prepare(&log, checkpoint.as_ref(), mode, &info)?;
+                let retry = self.prepare(&log, checkpoint.as_ref(), mode, &info)?;
+                first_attempt = Some(std::mem::replace(&mut prepared, retry));
                 self.keep_checkpoint(&session, &mut log, &mut checkpoint, &prepared, true)?;
                 self.send(provider, &prepared.view, on_event)
             }
@@ -421,6 +431,7 @@ impl Engine {
             reply: Some(reply),
             prepared,
             aggressive_retry,
+            first_attempt,
             session: Some(stored),
         })
     }
@@ -455,6 +466,7 @@ impl Engine {
             reply: None,
             prepared,
             aggressive_retry: None,
+            first_attempt: None,
             session: meta,
         })
     }
@@ -484,6 +496,7 @@ impl Engine {
             reply,
             prepared,
             aggressive_retry: None,
+            first_attempt: None,
             session: None,
         })
     }
@@ -498,8 +511,8 @@ impl Engine {
         let mut log = history.messages;
         let info = self.run_info(Some(&meta), now);
         let mode = Mode {
-            aggressive: false,
             force_summary: true,
+            ..Mode::default()
         };
         let prepared = self.prepare(&log, checkpoint.as_ref(), mode, &info)?;
         self.keep_checkpoint(
@@ -516,7 +529,12 @@ impl Engine {
     /// close each summarization trigger is, without summarizing, storing or
     /// running processors.
     pub fn context(&self, session: &SessionRef) -> Result<(SessionMeta, Compaction)> {
-        crate::context::compute(self.store.as_ref(), session, &self.config.pipeline)
+        let mut config = self.config.pipeline.clone();
+        if !self.config.auto_summarize {
+            // As `agent-host context` shows it: no trigger fires.
+            config.summary = None;
+        }
+        crate::context::compute(self.store.as_ref(), session, &config)
     }
 
     /// Stores the checkpoint `prepared` made, if any: the pair goes to the
@@ -550,7 +568,10 @@ impl Engine {
             event = "context_compacted",
             session = %session,
             covered = new.covers.len(),
-            summarizer = if calls.is_some() { "llm" } else { "extractive" },
+            summarizer = match calls {
+                Some(c) if c.fell_back.is_none() => "llm",
+                _ => "extractive",
+            },
             requests = calls.map_or(0, |c| c.requests),
             "context compacted: {} messages summarized into a checkpoint",
             new.covers.len()

@@ -346,6 +346,11 @@ fn turn(
     let mut config = crate::engine::EngineConfig::from_settings(settings, Some(processors));
     config.quiet = args.quiet;
     config.agent = args.agent.clone();
+    config.cache_dir = if args.no_cache {
+        None
+    } else {
+        args.cache_dir.clone().or(config.cache_dir)
+    };
     if args.no_compact {
         config.pipeline = PipelineConfig::repair_only(config.pipeline.budget.clone());
         config.auto_summarize = false;
@@ -364,9 +369,15 @@ fn turn(
         None => crate::sessions::open_store(&settings.store)?,
     };
     let engine = crate::engine::Engine::new(config, std::sync::Arc::from(store))?;
+    // An id names a session that exists; anything else is a key (a new key
+    // starts a session).
     let reference = match uuid::Uuid::parse_str(session) {
         Ok(id) if engine.store().get(&id.into())?.is_some() => id.into(),
-        _ => crate::store::SessionRef::key(args.agent.clone(), session.to_owned()),
+        Ok(id) => bail!(
+            "there is no session with id {id} in the store {}; `agent-host sessions list` shows them",
+            settings.store
+        ),
+        Err(_) => crate::store::SessionRef::key(args.agent.clone(), session.to_owned()),
     };
     let color = crate::style::stdout();
     let (outcome, streamed) = crate::chat::stream_turn(out, color, |on_event| {
@@ -394,6 +405,9 @@ fn turn(
         let report = json!({
             "session": outcome.session.as_ref().map(|s| s.id),
             "pipeline": pipeline_json(&outcome.prepared.compaction),
+            // The try the provider refused as too long, when there was one:
+            // a checkpoint it made was stored.
+            "first_attempt": outcome.first_attempt.as_ref().map(|p| pipeline_json(&p.compaction)),
             "processors": outcome.prepared.processors,
             "summarizer": outcome.prepared.summarizer.as_ref().map(|c| json!({
                 "requests": c.requests,
@@ -418,7 +432,8 @@ fn turn(
     Ok(())
 }
 
-fn fail(error: ProcessorError) -> anyhow::Error {
+/// A processor's failure under its `fail` policy, as the error that exits 3.
+pub(crate) fn fail(error: ProcessorError) -> anyhow::Error {
     ProcessorFailed(format!("{error} (its failure policy is `fail`)")).into()
 }
 

@@ -25,8 +25,6 @@ pub const BOLD: Style = Style::new().bold();
 pub const WARN: Style = AnsiColor::Yellow.on_default().bold();
 /// An error.
 pub const ERROR: Style = AnsiColor::Red.on_default().bold();
-/// The assistant's name in the REPL.
-pub const ASSISTANT: Style = AnsiColor::Cyan.on_default().bold();
 
 /// `text` in `style` when `enabled`, plain otherwise.
 pub fn paint(style: Style, text: &str, enabled: bool) -> String {

@@ -72,7 +72,8 @@ pub struct LlmSummarizer {
     handle: Handle,
     fallback: bool,
     calls: Mutex<Calls>,
-    progress: Option<ProgressBar>,
+    show_progress: bool,
+    progress: std::sync::OnceLock<ProgressBar>,
 }
 
 /// What the summarizer did, for the run report.
@@ -99,22 +100,15 @@ impl LlmSummarizer {
             handle,
             fallback: false,
             calls: Mutex::new(Calls::default()),
-            progress: None,
+            show_progress: false,
+            progress: std::sync::OnceLock::new(),
         }
     }
 
     /// Shows a spinner on standard error while the model writes (when it
     /// is a terminal): a summary of a long span takes a while.
     pub fn with_progress(mut self, show: bool) -> Self {
-        if show && std::io::stderr().is_terminal() {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-            self.progress = Some(bar);
-        }
+        self.show_progress = show && std::io::stderr().is_terminal();
         self
     }
 
@@ -125,13 +119,29 @@ impl LlmSummarizer {
         self
     }
 
+    /// The spinner, started by the first summarization request.
+    fn spinner(&self) -> Option<&ProgressBar> {
+        if !self.show_progress {
+            return None;
+        }
+        Some(self.progress.get_or_init(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        }))
+    }
+
     /// What the summarizer did so far.
     pub fn calls(&self) -> Calls {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     fn ask(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
-        if let Some(bar) = &self.progress {
+        if let Some(bar) = self.spinner() {
             let what = if request.messages.is_empty() {
                 format!("merging {} partial summaries", request.partials.len())
             } else {
@@ -179,7 +189,7 @@ impl LlmSummarizer {
 
 impl Drop for LlmSummarizer {
     fn drop(&mut self) {
-        if let Some(bar) = &self.progress {
+        if let Some(bar) = self.progress.get() {
             bar.finish_and_clear();
         }
     }

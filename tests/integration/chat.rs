@@ -259,7 +259,7 @@ fn a_turn_that_fails_stores_nothing_and_says_what_the_provider_said() {
         server.push(Scripted::ServerError);
     }
     let output = setup.run(&["run", "--session", "s", "--message", "hello"], "");
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(69), "the provider failed");
     let err = stderr(&output);
     assert!(err.contains("500"), "{err}");
     assert!(err.contains("the turn was not stored"), "{err}");
@@ -416,6 +416,7 @@ fn the_repl_runs_its_commands_from_a_script() {
          /sessions\n\
          /export {}\n\
          /summarize\n\
+         /session 00000000-0000-4000-8000-000000000000\n\
          /bogus\n\
          /new\n\
          /sessions\n\
@@ -425,7 +426,18 @@ fn the_repl_runs_its_commands_from_a_script() {
          this is never sent\n",
         export.display()
     );
-    let out = setup.ok(&["chat", "--session", "chat-a"], &script);
+    let output = setup.run(&["chat", "--session", "chat-a"], &script);
+    // The script's bad lines make it fail (a usage error, the last one),
+    // after every other line ran.
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("unknown command /bogus"), "{err}");
+    assert!(
+        err.contains("there is no session with id 00000000-"),
+        "{err}"
+    );
+    assert!(err.contains("2 line(s) of the chat script failed"), "{err}");
+    let out = stdout(&output);
     assert!(out.contains("answer to message"), "{out}");
     assert!(out.contains("token display on"), "{out}");
     assert!(
@@ -444,9 +456,24 @@ fn the_repl_runs_its_commands_from_a_script() {
     );
     assert!(out.contains("wrote 4 messages to"), "{out}");
     assert!(out.contains("summarized"), "/summarize: {out}");
-    assert!(out.contains("unknown command /bogus"), "{out}");
     assert!(out.contains("new session"), "{out}");
-    assert!(out.contains("deleted session \"chat-a\""), "{out}");
+    let deleted = out
+        .find("deleted session \"chat-a\"")
+        .expect("/delete reports");
+    assert!(
+        out[deleted..].contains("\nnew session "),
+        "deleting the current session starts a new one: {out}"
+    );
+    assert!(
+        !setup
+            .store()
+            .list(&agent_host::store::PageRequest::first(50))
+            .unwrap()
+            .sessions
+            .iter()
+            .any(|m| m.key.as_deref().is_some_and(|k| k.starts_with("00000000-"))),
+        "an unknown id never becomes a key"
+    );
     let md = std::fs::read_to_string(&export).unwrap();
     assert!(md.starts_with("# Planning"), "{md}");
     assert!(
@@ -700,4 +727,92 @@ fn reasoning_is_stored_but_not_sent_back_on_the_openai_wire() {
     let second = request_text(&server.requests()[1]);
     assert!(second.contains("what is 6x7?") && second.contains("42"));
     assert!(!second.contains("THOUGHT-MARKER"), "{second}");
+}
+
+#[test]
+fn bad_turn_inputs_exit_with_their_codes() {
+    let server = LlmServer::start(Wire::OpenAi);
+    let setup = Setup::new(&server, Wire::OpenAi, "");
+    let empty = setup.run(&["run", "--session", "e", "--message", "-"], "  \n");
+    assert_eq!(empty.status.code(), Some(2), "{}", stderr(&empty));
+    assert!(stderr(&empty).contains("the message is empty"));
+    // The key's variable unset: a configuration problem.
+    let mut command = agent_host();
+    let no_key = command
+        .args(["run", "--session", "k", "--message", "hi"])
+        .current_dir(setup.path())
+        .env_remove("TEST_LLM_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(no_key.status.code(), Some(78), "{}", stderr(&no_key));
+    assert!(stderr(&no_key).contains("TEST_LLM_KEY"));
+    // A scripted chat whose turn fails exits with the provider's code.
+    for _ in 0..3 {
+        server.push(Scripted::ServerError);
+    }
+    let chat = setup.run(&["chat", "--session", "c"], "hello\n");
+    assert_eq!(chat.status.code(), Some(69), "{}", stderr(&chat));
+    assert!(!server.requests().is_empty());
+}
+
+#[test]
+fn an_aggressive_retry_after_a_summary_keeps_the_checkpoint_and_says_so() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let server = LlmServer::start(Wire::OpenAi);
+    let summarized = std::sync::Arc::new(AtomicBool::new(false));
+    let refused = std::sync::Arc::new(AtomicBool::new(false));
+    let (s, r) = (summarized.clone(), refused.clone());
+    server.respond_with(move |req| {
+        if is_summary(req) {
+            s.store(true, Ordering::SeqCst);
+            return Scripted::Answer(Answer::text("## Files Modified\n- none\nSUMMARY-MARKER-42"));
+        }
+        // The first chat request after a summary is refused as too long.
+        if s.load(Ordering::SeqCst) && !r.swap(true, Ordering::SeqCst) {
+            return Scripted::ContextLength;
+        }
+        Scripted::Answer(Answer::text("fine"))
+    });
+    let setup = Setup::new(&server, Wire::OpenAi, SMALL_TRIGGERS);
+    let report = setup.path().join("report.json");
+    let mut seen = String::new();
+    for i in 1..=5 {
+        seen = setup.ok(
+            &[
+                "run",
+                "--session",
+                "a",
+                "--message",
+                &format!("turn number {i}"),
+                "--report",
+                report.to_str().unwrap(),
+            ],
+            "",
+        );
+        if refused.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    assert!(
+        refused.load(Ordering::SeqCst),
+        "a summary happened, then a refusal"
+    );
+    assert!(seen.contains("pruned aggressively"), "{seen}");
+    assert!(
+        seen.contains("context compacted"),
+        "the first try's checkpoint is reported: {seen}"
+    );
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(
+        json["first_attempt"]["events"][0]["event"], "context_compacted",
+        "{json}"
+    );
+    let summaries = server.requests().into_iter().filter(is_summary).count();
+    assert_eq!(summaries, 1, "the retry does not summarize again");
+    let meta = setup
+        .store()
+        .get(&SessionRef::key("default", "a"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(meta.checkpoints.len(), 1);
 }
