@@ -334,15 +334,8 @@ fn processor_new_lang_c_builds_and_passes_its_own_test() {
     if langs::skipped("c", "processor_new_lang_c_builds_and_passes_its_own_test") {
         return;
     }
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let project = dir.path().join("tidy-up");
-    let output = agent_host()
-        .args(["processor", "new", "tidy-up", "--lang", "c", "--path"])
-        .arg(&project)
-        .output()
-        .expect("agent-host starts");
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stdout(&output).contains("./test.sh"), "{}", stdout(&output));
+    let (_dir, project, printed) = langs::new_project("c", "tidy-up");
+    assert!(printed.contains("./test.sh"), "{printed}");
 
     langs::script(
         "c",

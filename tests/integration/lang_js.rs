@@ -19,7 +19,7 @@ use agent_host::runtime::{
 };
 
 use crate::langs;
-use crate::util::{agent_host, corpus_histories, standard_processor, stderr, stdout};
+use crate::util::{corpus_histories, standard_processor};
 
 /// The JavaScript redact-secrets component, built once per test run by its
 /// build script into the test's target folder.
@@ -344,15 +344,7 @@ fn a_new_js_processor_tests_builds_and_runs() {
     if langs::skipped("js", module_path!()) {
         return;
     }
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let project = dir.path().join("tidy-up");
-    let output = agent_host()
-        .args(["processor", "new", "tidy-up", "--lang", "js", "--path"])
-        .arg(&project)
-        .output()
-        .expect("agent-host starts");
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stdout(&output).contains("next: "), "{}", stdout(&output));
+    let (_dir, project, _) = langs::new_project("js", "tidy-up");
 
     langs::script(
         "js",

@@ -414,22 +414,7 @@ fn processor_new_python_builds_and_runs() {
     if langs::skipped("python", "processor_new_python_builds_and_runs") {
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("drop-short");
-    let out = crate::util::run(
-        &[
-            "processor",
-            "new",
-            "drop-short",
-            "--lang",
-            "python",
-            "--path",
-            &dir.display().to_string(),
-        ],
-        "",
-    );
-    assert!(out.status.success(), "{}", crate::util::stderr(&out));
-    let next = crate::util::stdout(&out);
+    let (_tmp, dir, next) = langs::new_project("python", "drop-short");
     assert!(
         next.contains("python3 -m unittest") && next.contains("build.sh"),
         "{next}"

@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock};
 
 use agent_host::runtime::{Runtime, RuntimeConfig};
 
-use crate::util::{stderr, stdout};
+use crate::util::{agent_host, stderr, stdout};
 
 /// The agent-host checkout.
 pub fn root() -> PathBuf {
@@ -119,4 +119,21 @@ pub fn runtime_and_cache() -> &'static (Runtime, tempfile::TempDir) {
 /// The shared runtime.
 pub fn runtime() -> &'static Runtime {
     &runtime_and_cache().0
+}
+
+/// `agent-host processor new NAME --lang LANG` into a fresh temporary
+/// folder: the folder (gone with the `TempDir`), the project in it, and what
+/// the command printed (its `next:` line).
+pub fn new_project(lang: &str, name: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let project = dir.path().join(name);
+    let output = agent_host()
+        .args(["processor", "new", name, "--lang", lang, "--path"])
+        .arg(&project)
+        .output()
+        .expect("agent-host starts");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let printed = stdout(&output);
+    assert!(printed.contains("next: "), "{printed}");
+    (dir, project, printed)
 }
