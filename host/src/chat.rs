@@ -13,12 +13,11 @@ use std::path::PathBuf;
 use agent_host_core::export;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use uuid::Uuid;
 
 use crate::engine::{Engine, TurnOutcome};
 use crate::provider::StreamEvent;
 use crate::sessions::{describe, shown_name};
-use crate::store::{NewSession, PageRequest, SessionMeta, SessionRef};
+use crate::store::{NewSession, PageRequest, SessionMeta};
 use crate::style::{self, paint};
 
 /// The options of `agent-host chat`.
@@ -328,18 +327,7 @@ impl Chat<'_> {
     /// The session with this id (which must exist), else the agent's
     /// session with this key (created when new).
     fn find_or_open(&self, name: &str) -> Result<SessionMeta> {
-        if let Ok(id) = Uuid::parse_str(name) {
-            // An id names a session that exists; it never becomes a key.
-            return self
-                .engine
-                .store()
-                .get(&SessionRef::Id(id))?
-                .with_context(|| {
-                    format!("there is no session with id {id}; /sessions lists them")
-                });
-        }
-        self.engine
-            .open(&SessionRef::key(self.agent.clone(), name.to_owned()))
+        self.engine.open(&self.engine.reference(name, &self.agent)?)
     }
 
     fn current(&self) -> Result<&SessionMeta> {

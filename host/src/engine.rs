@@ -40,9 +40,7 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 
 use crate::provider::{ChatRequest, Provider, ProviderError, ProviderSettings, StreamEvent};
-use crate::runtime::{
-    Processor, ProcessorOptions, ProcessorReport, RunInfo, Runtime, RuntimeConfig,
-};
+use crate::runtime::{Processor, ProcessorOptions, ProcessorReport, RunInfo, Runtime};
 use crate::store::{SessionMeta, SessionRef, SessionStore};
 use crate::summarizer::{Calls, LlmSummarizer};
 
@@ -220,27 +218,13 @@ impl Engine {
                 "the LLM summarizer needs a provider: configure [provider] (or --provider and --model), or set `context.summarizer = \"extractive\"`"
             );
         }
-        let (runtime, processors) = if config.processors.is_empty() {
-            (None, Vec::new())
-        } else {
-            let runtime = Runtime::new(RuntimeConfig {
-                cache_dir: config.cache_dir.clone(),
-                ..RuntimeConfig::default()
-            })?;
-            let mut loaded = Vec::with_capacity(config.processors.len());
-            for (path, options) in &config.processors {
-                let component = crate::run::component_of(path, config.quiet)?;
-                let p = runtime
-                    .load_file(&component, options.clone())
-                    .map_err(|e| {
-                        crate::run::ProcessorFailed(format!(
-                            "cannot load the processor {}: {e:#}",
-                            component.display()
-                        ))
-                    })?;
-                loaded.push(p);
-            }
-            (Some(runtime), loaded)
+        let (runtime, processors) = match crate::run::load_chain(
+            config.cache_dir.clone(),
+            &config.processors,
+            config.quiet,
+        )? {
+            Some((runtime, processors)) => (Some(runtime), processors),
+            None => (None, Vec::new()),
         };
         Ok(Engine {
             config,
@@ -346,18 +330,30 @@ impl Engine {
         }
     }
 
+    /// The session `name` stands for: the session with this id, which must
+    /// exist (an id never becomes a key), else the key `name` of `agent`.
+    pub fn reference(&self, name: &str, agent: &str) -> Result<SessionRef> {
+        match uuid::Uuid::parse_str(name) {
+            Ok(id) if self.store.get(&SessionRef::Id(id))?.is_some() => Ok(SessionRef::Id(id)),
+            Ok(id) => bail!(
+                "there is no session with id {id}; `agent-host sessions list` (or /sessions) shows them"
+            ),
+            Err(_) => Ok(SessionRef::key(agent, name)),
+        }
+    }
+
     /// Opens the session `session` names, creating it when it is a key that
     /// has none yet.
     pub fn open(&self, session: &SessionRef) -> Result<SessionMeta> {
-        if let Some(meta) = self.store.get(session)? {
-            return Ok(meta);
-        }
         match session {
             SessionRef::Key { agent, key } => {
                 let new = crate::store::NewSession::new(agent.clone()).with_key(key.clone());
                 Ok(self.store.get_or_create(&new)?.meta)
             }
-            SessionRef::Id(id) => bail!("there is no session with id {id}"),
+            SessionRef::Id(id) => self
+                .store
+                .get(session)?
+                .with_context(|| format!("there is no session with id {id}")),
         }
     }
 

@@ -216,25 +216,12 @@ pub fn run(
     let mut reports = Vec::new();
     let mut failure = None;
     let mut messages = view;
-    if !options.is_empty() {
-        let runtime = Runtime::new(RuntimeConfig {
-            cache_dir: if args.no_cache {
-                None
-            } else {
-                args.cache_dir
-                    .clone()
-                    .or_else(crate::runtime::CompileCache::default_root)
-            },
-            ..RuntimeConfig::default()
-        })?;
-        let mut processors = Vec::with_capacity(options.len());
-        for (path, opts) in processor_paths.iter().zip(options) {
-            let path = component_of(path, args.quiet)?;
-            let p = runtime
-                .load_file(&path, opts)
-                .map_err(|e| ProcessorFailed(format!("cannot load a processor: {e:#}")))?;
-            processors.push(p);
-        }
+    let chain: Vec<_> = processor_paths.into_iter().zip(options).collect();
+    if let Some((runtime, processors)) = load_chain(
+        cache_dir(args.cache_dir.as_deref(), args.no_cache),
+        &chain,
+        args.quiet,
+    )? {
         let info = RunInfo {
             context_window: budget.context_limit,
             budget: budget.available(),
@@ -346,11 +333,7 @@ fn turn(
     let mut config = crate::engine::EngineConfig::from_settings(settings, Some(processors));
     config.quiet = args.quiet;
     config.agent = args.agent.clone();
-    config.cache_dir = if args.no_cache {
-        None
-    } else {
-        args.cache_dir.clone().or(config.cache_dir)
-    };
+    config.cache_dir = cache_dir(args.cache_dir.as_deref(), args.no_cache);
     if args.no_compact {
         config.pipeline = PipelineConfig::repair_only(config.pipeline.budget.clone());
         config.auto_summarize = false;
@@ -369,16 +352,7 @@ fn turn(
         None => crate::sessions::open_store(&settings.store)?,
     };
     let engine = crate::engine::Engine::new(config, std::sync::Arc::from(store))?;
-    // An id names a session that exists; anything else is a key (a new key
-    // starts a session).
-    let reference = match uuid::Uuid::parse_str(session) {
-        Ok(id) if engine.store().get(&id.into())?.is_some() => id.into(),
-        Ok(id) => bail!(
-            "there is no session with id {id} in the store {}; `agent-host sessions list` shows them",
-            settings.store
-        ),
-        Err(_) => crate::store::SessionRef::key(args.agent.clone(), session.to_owned()),
-    };
+    let reference = engine.reference(session, &args.agent)?;
     let color = crate::style::stdout();
     let (outcome, streamed) = crate::chat::stream_turn(out, color, |on_event| {
         engine.turn(&reference, text.trim_end_matches('\n'), on_event)
@@ -430,6 +404,48 @@ fn turn(
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Where compiled processors are cached: `--cache-dir`, else the user cache
+/// folder; none with `--no-cache`.
+pub(crate) fn cache_dir(flag: Option<&Path>, no_cache: bool) -> Option<PathBuf> {
+    if no_cache {
+        None
+    } else {
+        flag.map(Path::to_owned)
+            .or_else(crate::runtime::CompileCache::default_root)
+    }
+}
+
+/// A runtime with `chain` loaded in order (crate folders built first), or
+/// `None` for an empty chain. A processor that cannot be loaded is a
+/// [`ProcessorFailed`] naming it.
+pub(crate) fn load_chain(
+    cache_dir: Option<PathBuf>,
+    chain: &[(PathBuf, crate::runtime::ProcessorOptions)],
+    quiet: bool,
+) -> Result<Option<(Runtime, Vec<crate::runtime::Processor>)>> {
+    if chain.is_empty() {
+        return Ok(None);
+    }
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir,
+        ..RuntimeConfig::default()
+    })?;
+    let mut processors = Vec::with_capacity(chain.len());
+    for (path, options) in chain {
+        let component = component_of(path, quiet)?;
+        let p = runtime
+            .load_file(&component, options.clone())
+            .map_err(|e| {
+                ProcessorFailed(format!(
+                    "cannot load the processor {}: {e:#}",
+                    component.display()
+                ))
+            })?;
+        processors.push(p);
+    }
+    Ok(Some((runtime, processors)))
 }
 
 /// A processor's failure under its `fail` policy, as the error that exits 3.

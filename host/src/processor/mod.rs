@@ -18,10 +18,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::run::ProcessorFailed;
-use crate::runtime::{
-    Cause, CompileCache, FailurePolicy, Processor, ProcessorOptions, Runtime, RuntimeConfig,
-};
+use crate::runtime::{Cause, FailurePolicy, Processor, ProcessorOptions, Runtime};
 
 pub use bench::BenchArgs;
 pub use build::{BuildOptions, Built, build};
@@ -179,19 +176,11 @@ impl SandboxArgs {
 /// code 3), as it is for `run`, and carries the runtime's own explanation
 /// (not a component, an import it cannot grant, a `describe` that traps).
 fn load(file: &Path, cache: &CacheArgs, options: ProcessorOptions) -> anyhow::Result<Loaded> {
-    let runtime = Runtime::new(RuntimeConfig {
-        cache_dir: if cache.no_cache {
-            None
-        } else {
-            cache.cache_dir.clone().or_else(CompileCache::default_root)
-        },
-        ..RuntimeConfig::default()
-    })?;
-    // A Rust processor crate's folder is built first, as `run` does.
-    let file = crate::run::component_of(file, false)?;
-    let processor = runtime
-        .load_file(&file, options)
-        .map_err(|e| ProcessorFailed(format!("cannot load a processor: {e:#}")))?;
+    let chain = [(file.to_owned(), options)];
+    let cache_dir = crate::run::cache_dir(cache.cache_dir.as_deref(), cache.no_cache);
+    let (runtime, mut processors) = crate::run::load_chain(cache_dir, &chain, false)?
+        .ok_or_else(|| anyhow::anyhow!("no processor was loaded from {}", file.display()))?;
+    let processor = processors.remove(0);
     Ok(Loaded { runtime, processor })
 }
 
