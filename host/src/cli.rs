@@ -56,11 +56,6 @@ impl Cli {
     pub fn verbosity(&self) -> u8 {
         self.verbose
     }
-
-    /// The effective configuration for a command with `overrides`.
-    fn settings(&self, overrides: &Overrides) -> anyhow::Result<Settings> {
-        Settings::load(self.config.as_deref(), overrides, self.store.as_deref())
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -168,26 +163,28 @@ pub struct ContextCommand {
 /// `matches` are the matches `cli` was built from: `run` reads the order of
 /// its per-processor options from them.
 pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Result<()> {
-    match &cli.command {
+    let Cli {
+        store,
+        config,
+        command,
+        ..
+    } = cli;
+    let settings =
+        |overrides: &Overrides| Settings::load(config.as_deref(), overrides, store.as_deref());
+    match command {
         Command::Run(args) => {
             let sub = matches
                 .subcommand_matches("run")
                 .context("the run subcommand's matches")?;
-            let settings = cli.settings(args.overrides())?;
-            let Command::Run(args) = cli.command else {
-                unreachable!("matched above")
-            };
+            let settings = settings(args.overrides())?;
             crate::run::run(*args, sub, &settings, out)
         }
-        Command::Sessions(_) => {
-            let settings = cli.settings(&Overrides::default())?;
-            let Command::Sessions(command) = cli.command else {
-                unreachable!("matched above")
-            };
+        Command::Sessions(command) => {
+            let settings = settings(&Overrides::default())?;
             crate::sessions::run(command, &settings.store, out)
         }
         Command::Chat(command) => {
-            let settings = cli.settings(&command.overrides)?;
+            let settings = settings(&command.overrides)?;
             let processors = (!command.processors.is_empty()).then(|| {
                 command
                     .processors
@@ -199,40 +196,20 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             crate::chat::run(&command.chat, &engine, out)
         }
         Command::Context(command) => {
-            let settings = cli.settings(&command.overrides)?;
+            let settings = settings(&command.overrides)?;
             let name = crate::sessions::SessionName {
-                session: command.session.clone(),
-                agent: command.agent.clone(),
+                session: command.session,
+                agent: command.agent,
             };
             crate::context::run(&name, command.json, &settings, out)
         }
         Command::Config(command) => {
-            crate::config::run(command, cli.config.as_deref(), cli.store.as_deref(), out)
+            crate::config::run(&command, config.as_deref(), store.as_deref(), out)
         }
         Command::Completions { shell } => {
-            clap_complete::generate(*shell, &mut Cli::command(), "agent-host", out);
+            clap_complete::generate(shell, &mut Cli::command(), "agent-host", out);
             Ok(())
         }
-        Command::Processor(_) | Command::Inspect { .. } | Command::Convert { .. } => {
-            run_local(cli.command, out)
-        }
-    }
-}
-
-/// An engine over the configured store and provider.
-pub(crate) fn open_engine(
-    settings: &Settings,
-    processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
-) -> anyhow::Result<Engine> {
-    let mut config = EngineConfig::from_settings(settings, processors);
-    config.quiet = false;
-    let store = crate::sessions::open_store(&settings.store)?;
-    Engine::new(config, std::sync::Arc::from(store))
-}
-
-/// The commands that need neither configuration nor store.
-fn run_local(command: Command, out: &mut dyn Write) -> anyhow::Result<()> {
-    match command {
         Command::Processor(command) => crate::processor::run(command, out),
         Command::Inspect { file, format } => {
             let loaded = match file {
@@ -257,8 +234,18 @@ fn run_local(command: Command, out: &mut dyn Write) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        _ => unreachable!("run_local is only called for local commands"),
     }
+}
+
+/// An engine over the configured store and provider.
+pub(crate) fn open_engine(
+    settings: &Settings,
+    processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
+) -> anyhow::Result<Engine> {
+    let mut config = EngineConfig::from_settings(settings, processors);
+    config.quiet = false;
+    let store = crate::sessions::open_store(&settings.store)?;
+    Engine::new(config, std::sync::Arc::from(store))
 }
 
 /// The process exit code for an error returned by [`run`].
