@@ -30,6 +30,10 @@ pub enum ErrorKind {
     Io,
     /// A bug or an unexpected state in agent-host itself.
     Internal,
+    /// The caller did not say who it is, or its credential is wrong.
+    Unauthorized,
+    /// The caller is known but may not do this.
+    Forbidden,
 }
 
 impl ErrorKind {
@@ -45,6 +49,8 @@ impl ErrorKind {
             ErrorKind::Configuration => "configuration",
             ErrorKind::Io => "io",
             ErrorKind::Internal => "internal",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::Forbidden => "forbidden",
         }
     }
 }

@@ -12,7 +12,7 @@ const FRONT_END_ONLY: [&str; 4] = ["clap", "rustyline", "indicatif", "agent-host
 
 /// Each library crate and the agent-host crates it may depend on (normal
 /// dependencies). Dev-dependencies are free: tests may use anything.
-const ALLOWED: [(&str, &[&str]); 10] = [
+const ALLOWED: [(&str, &[&str]); 11] = [
     ("agent-host-core", &[]),
     ("agent-host-runtime", &["agent-host-core"]),
     ("agent-host-store", &["agent-host-core"]),
@@ -37,6 +37,17 @@ const ALLOWED: [(&str, &[&str]); 10] = [
         ],
     ),
     ("agent-host-api", &["agent-host-core", "agent-host-store"]),
+    (
+        "agent-host-server",
+        &[
+            "agent-host-core",
+            "agent-host-runtime",
+            "agent-host-store",
+            "agent-host-provider",
+            "agent-host-engine",
+            "agent-host-api",
+        ],
+    ),
     ("agent-host-tools", &[]),
     ("agent-host-testkit", &[]),
     ("agent-host-guest", &["agent-host-core"]),

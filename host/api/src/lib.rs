@@ -27,8 +27,15 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub mod server;
+pub use server::{
+    AppendMessages, Appended, CreateSession, Health, MessageList, ServerEvent, SessionList,
+    SessionState, SummarizeView, TurnBody, TurnView, UpdateSession,
+};
+
 /// A session as listed: identity, owner and size, without its messages.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SessionView {
     /// The session's id.
     pub id: Uuid,
@@ -38,6 +45,12 @@ pub struct SessionView {
     pub title: Option<String>,
     /// The agent it belongs to.
     pub agent: String,
+    /// The worker serving it, when its creator named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// The workspace it belongs to, when its creator named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
     /// How many messages its log holds.
     pub message_count: u64,
     /// When it was created.
@@ -46,6 +59,12 @@ pub struct SessionView {
     pub updated: DateTime<Utc>,
     /// How many summary checkpoints it has.
     pub checkpoints: usize,
+    /// Where it is in its lifecycle (the server's view; absent elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<SessionState>,
+    /// When it was last written or read by a turn (the server's view).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<DateTime<Utc>>,
 }
 
 impl From<&SessionMeta> for SessionView {
@@ -55,10 +74,14 @@ impl From<&SessionMeta> for SessionView {
             key: meta.key.clone(),
             title: meta.title.clone(),
             agent: meta.agent.clone(),
+            worker_id: meta.worker_id.clone(),
+            workspace_id: meta.workspace_id.clone(),
             message_count: meta.message_count,
             created: meta.created,
             updated: meta.updated,
             checkpoints: meta.checkpoints.len(),
+            state: None,
+            last_activity: None,
         }
     }
 }
@@ -66,6 +89,7 @@ impl From<&SessionMeta> for SessionView {
 /// How full a session's next view is, and how close each summarization
 /// trigger is (`agent-host context --json`, `/context`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextReport {
     /// The session.
     pub session: ContextSession,
@@ -95,6 +119,7 @@ pub struct ContextReport {
 
 /// The session a [`ContextReport`] is about.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextSession {
     /// The session's id.
     pub id: Uuid,
@@ -125,6 +150,7 @@ impl From<&SessionMeta> for ContextSession {
 
 /// Tokens of a view, per zone.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ViewTokens {
     /// The system prompt.
     pub system: u32,
@@ -144,6 +170,7 @@ pub struct ViewTokens {
 
 /// One summarization trigger.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TriggerView {
     /// Its name (`messages`, `tokens`, `fraction`).
     pub name: String,
@@ -159,6 +186,7 @@ pub struct TriggerView {
 
 /// A tool called the same way several times in a row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DoomLoopView {
     /// The tool.
     pub tool: String,
@@ -225,6 +253,7 @@ pub fn percent(part: u64, whole: u64) -> f64 {
 
 /// An error as every front end reports it: `{"error": {"kind", "message"}}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -232,8 +261,11 @@ pub struct ErrorBody {
 
 /// What an [`ErrorBody`] holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
-    /// Its kind, as the library classified it.
+    /// Its kind, as the library classified it (`not_found`, `invalid_input`,
+    /// `unauthorized`, ...).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "not_found"))]
     pub kind: ErrorKind,
     /// What was wrong, where, and what to do about it.
     pub message: String,
@@ -253,6 +285,7 @@ impl ErrorBody {
 
 /// What the core pipeline did to a history (`run --report`'s `pipeline`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PipelineReport {
     /// The seeds' events, as lines of the report (`context_compacted`).
     pub events: Vec<PipelineEvent>,
@@ -272,6 +305,7 @@ pub struct PipelineReport {
 
 /// An event of the pipeline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PipelineEvent {
     /// Its name (`context_compacted`).
     pub event: String,
@@ -287,6 +321,7 @@ pub struct PipelineEvent {
 
 /// A tool result pruning cut or cleared.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PrunedView {
     /// The message.
     pub id: String,
@@ -302,6 +337,7 @@ pub struct PrunedView {
 
 /// The summary stage's outcome.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum SummaryView {
     /// The stage is off, or no summarizer was given.
@@ -333,6 +369,7 @@ pub enum SummaryView {
 
 /// The size of a view.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ViewSize {
     /// Messages in it.
     pub messages: usize,

@@ -84,6 +84,15 @@ enum Command {
     /// and pruning as configured) and the processors, then to the model; the reply streams in
     /// and both are stored. Without a provider it shows the context that would be sent.
     Chat(Box<ChatCommand>),
+    /// Serve sessions over HTTP: the /v1 API, server-sent events, hooks, metrics.
+    ///
+    /// Prints `listening on http://HOST:PORT` first, then serves until Ctrl-C or SIGTERM
+    /// (in-flight requests finish; every acknowledged write is already durable). The API is
+    /// described at /openapi.json.
+    #[command(after_help = "Examples:\n  agent-host serve\n  \
+        agent-host serve --listen 127.0.0.1:0 --store sqlite:sessions.db\n  \
+        agent-host serve --listen 0.0.0.0:8787 --tokens tokens.txt")]
+    Serve(Box<crate::commands::serve::ServeArgs>),
     /// Show how full a session's context is and how close each summarization trigger is.
     #[command(after_help = "Examples:\n  agent-host context --session work\n  \
         agent-host context --session telegram:123456 --agent support --json")]
@@ -205,6 +214,10 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             });
             let engine = open_engine(&settings, processors)?;
             crate::chat::run(&command.chat, &engine, out)
+        }
+        Command::Serve(args) => {
+            let settings = settings(args.overrides())?;
+            crate::commands::serve::run(*args, &settings, out)
         }
         Command::Context(command) => {
             let settings = settings(&command.overrides)?;

@@ -27,6 +27,15 @@ pub enum EngineEvent {
         /// The failure, if it failed.
         error: Option<String>,
     },
+    /// A summary checkpoint is about to be stored: `messages` are the ones
+    /// it covers, as they are before the summary replaces them in views (the
+    /// moment a long-term memory flush hooks into).
+    BeforeCompaction {
+        /// The session.
+        session: SessionRef,
+        /// The messages the checkpoint covers, in log order.
+        messages: Vec<agent_host_core::Message>,
+    },
     /// A summary checkpoint was stored.
     ContextCompacted {
         /// The session.

@@ -731,6 +731,16 @@ impl Engine {
         let Some(new) = prepared.compaction.checkpoint.clone() else {
             return Ok(());
         };
+        let covers: std::collections::HashSet<&str> =
+            new.covers.iter().map(String::as_str).collect();
+        observer.event(&EngineEvent::BeforeCompaction {
+            session: session.clone(),
+            messages: log
+                .iter()
+                .filter(|m| covers.contains(m.id.as_str()))
+                .cloned()
+                .collect(),
+        });
         let pair = prepared.compaction.append.clone();
         let (target, written) = (session.clone(), new.clone());
         self.blocking(move |inner| {

@@ -14,10 +14,42 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    /// Explains a wasmtime error from a call, using what the limiter saw.
-    pub(crate) fn classify(&self, p: &Processor, e: wasmtime::Error) -> Cause {
+    /// A fresh store for one call of a guest named `name`, with its limits
+    /// and its deadline armed.
+    pub(crate) fn new(sandbox: &Sandbox, limits: &Limits, grants: &Grants, name: &str) -> Call {
+        let deadline = Instant::now() + limits.deadline;
+        let state = State {
+            limiter: limits::Limiter::new(limits),
+            wasi: None,
+            grants: grants.clone(),
+            table: ResourceTable::new(),
+            stdout: MemoryOutputPipe::new(wasi::STDIO_CAPTURE),
+            stderr: MemoryOutputPipe::new(wasi::STDIO_CAPTURE),
+            logs: Vec::new(),
+            logs_dropped: 0,
+            max_log_lines: limits.max_log_lines,
+            name: name.to_owned(),
+            counter: Arc::clone(&sandbox.counter),
+            deadline,
+        };
+        let mut store = Store::new(&sandbox.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        let tick = sandbox.tick.as_nanos().max(1);
+        let ticks = limits.deadline.as_nanos().div_ceil(tick) + 1;
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.epoch_deadline_trap();
+        Call {
+            store,
+            started: Instant::now(),
+            stack: sandbox.stack,
+            instantiated: false,
+        }
+    }
+
+    /// Explains a wasmtime error from a call under `limits`, using what the
+    /// limiter saw.
+    pub(crate) fn classify(&self, limits: &Limits, e: wasmtime::Error) -> Cause {
         let state = self.store.data();
-        let limits = &p.options.limits;
         if wasi::is_interrupt(&e) {
             return Cause::Deadline(limits.deadline);
         }
@@ -48,23 +80,44 @@ impl Call {
 
     /// Moves what the call measured and logged into `report`.
     pub(crate) fn finish(mut self, report: &mut ProcessorReport) {
+        report.peak_memory_bytes = self.store.data().limiter.peak_memory;
+        report.logs_dropped += self.take_logs(&mut report.logs);
+    }
+
+    /// Moves the call's log lines, then what it wrote to stdout and stderr,
+    /// into `logs`; returns how many lines were dropped over the cap.
+    pub(crate) fn take_logs(&mut self, logs: &mut Vec<LogLine>) -> usize {
         let state = self.store.data_mut();
-        report.peak_memory_bytes = state.limiter.peak_memory;
-        report.logs.append(&mut state.logs);
-        report.logs_dropped += state.logs_dropped;
+        logs.append(&mut state.logs);
         for (stream, pipe) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
             let bytes = pipe.contents();
             for line in String::from_utf8_lossy(&bytes)
                 .lines()
                 .filter(|l| !l.is_empty())
             {
-                report.logs.push(LogLine {
+                logs.push(LogLine {
                     level: stream.to_owned(),
                     text: line.to_owned(),
                 });
             }
         }
+        state.logs_dropped
     }
+}
+
+/// What every call needs from the runtime: the engine, the deadline clock
+/// and the token counter. Cloned into each [`Hook`], so that a hook keeps its
+/// deadlines working even after the [`Runtime`] that loaded it is dropped.
+#[derive(Clone)]
+pub(crate) struct Sandbox {
+    pub(crate) engine: Engine,
+    /// The interval of the epoch ticker.
+    pub(crate) tick: Duration,
+    /// The wasm stack of every call, in bytes.
+    pub(crate) stack: usize,
+    pub(crate) counter: Arc<dyn TokenCounter>,
+    /// Keeps the epoch ticker running while anything can still make a call.
+    pub(crate) _ticker: Arc<Ticker>,
 }
 
 /// The data of one call's store.

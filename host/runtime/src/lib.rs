@@ -1,4 +1,4 @@
-//! The sandboxed runtime for history processors.
+//! The sandboxed runtime for history processors and session hooks.
 //!
 //! One [`Runtime`] holds one wasmtime [`Engine`] (component model, epoch
 //! interruption driven by its own ticker thread), a disk compile cache and
@@ -8,6 +8,11 @@
 //! call gets a fresh wasmtime `Store` with its limits, the answer is
 //! checked and applied as edits, the result is validated against the
 //! provider rules, and a [`ProcessorReport`] records what happened.
+//!
+//! Session hooks (`agent-host:hooks@0.1.0`) share the same sandbox:
+//! [`Runtime::load_hook_file`] gives a [`Hook`], and [`Hook::call`] tells it
+//! one [`HookEvent`] (a session created, saved, deleted, or about to be
+//! compacted) in a fresh store under its [`Limits`], with WASI closed.
 //!
 //! The runtime is `Send + Sync`: share it behind an `Arc` and call it from
 //! many threads at once. Calls block the calling thread while the guest runs
@@ -34,6 +39,7 @@ mod apply;
 mod bindings;
 mod cache;
 mod call;
+mod hook;
 mod limits;
 mod processor;
 mod report;
@@ -59,11 +65,12 @@ use bindings::{HistoryProcessor, HistoryProcessorPre, Level, wit};
 pub use cache::{CacheOutcome, CompileCache};
 pub use limits::Limits;
 pub use processor::{
-    Cause, Description, FailurePolicy, InvalidPolicy, Processor, ProcessorError, ProcessorOptions,
-    RunInfo,
+    Cause, ComponentRole, Description, FailurePolicy, InvalidPolicy, Processor, ProcessorError,
+    ProcessorOptions, RunInfo,
 };
 
-use call::{Call, State, Ticker};
+use call::{Call, Sandbox, State, Ticker};
+pub use hook::{Hook, HookEvent, HookKind, HookOptions, HookOutcome};
 pub use report::{LogLine, Outcome, ProcessorReport, Replaced};
 pub use wasi::{Grants, Import, ImportUse};
 
@@ -132,7 +139,8 @@ pub struct Runtime {
     engine: Engine,
     cache: Option<CompileCache>,
     config: RuntimeConfig,
-    _ticker: Ticker,
+    /// The engine again, with the deadline ticker and what every call needs.
+    sandbox: Sandbox,
 }
 
 impl Runtime {
@@ -163,11 +171,18 @@ impl Runtime {
             .as_deref()
             .map(|root| CompileCache::new(root, &engine));
         let ticker = Ticker::start(&engine, config.epoch_tick)?;
+        let sandbox = Sandbox {
+            engine: engine.clone(),
+            tick: config.epoch_tick,
+            stack: config.max_wasm_stack,
+            counter: Arc::clone(&config.counter),
+            _ticker: Arc::new(ticker),
+        };
         Ok(Runtime {
             engine,
             cache,
             config,
-            _ticker: ticker,
+            sandbox,
         })
     }
 
@@ -191,7 +206,7 @@ impl Runtime {
         let max = self.config.max_component_bytes;
         if size > max as u64 {
             bail!(
-                "{source} is {}, over the limit of {} for a processor component",
+                "{source} is {}, over the limit of {} for a component",
                 mib(usize::try_from(size).unwrap_or(usize::MAX)),
                 mib(max)
             );
@@ -199,12 +214,10 @@ impl Runtime {
         Ok(())
     }
 
-    /// Loads a processor from component bytes; `source` names it in errors.
-    ///
-    /// Compiles it (or loads it from the cache), refuses imports the host
-    /// cannot grant, pre-links it and calls its `describe` export.
-    pub fn load(&self, source: &str, bytes: &[u8], options: ProcessorOptions) -> Result<Processor> {
-        let start = Instant::now();
+    /// Refuses what cannot be a component the runtime can run under
+    /// `limits`: too large, a core module or garbage, a memory limit over
+    /// what the pooling allocator holds.
+    fn check_component(&self, source: &str, bytes: &[u8], limits: &Limits) -> Result<()> {
         self.check_size(source, bytes.len() as u64)?;
         match bytes.get(4..8) {
             Some([0x0d, 0x00, 0x01, 0x00]) if bytes.starts_with(b"\0asm") => {}
@@ -214,13 +227,41 @@ impl Runtime {
             ),
             _ => bail!("{source} is not a WebAssembly component (bad header)"),
         }
-        if self.config.pooling && options.limits.memory_bytes > POOL_MAX_MEMORY {
+        if self.config.pooling && limits.memory_bytes > POOL_MAX_MEMORY {
             bail!(
                 "{source}: a memory limit of {} is over the {} a pooled runtime allows",
-                mib(options.limits.memory_bytes),
+                mib(limits.memory_bytes),
                 mib(POOL_MAX_MEMORY)
             );
         }
+        Ok(())
+    }
+
+    /// Compiles `bytes`, or loads them from the compile cache; returns the
+    /// component, its SHA-256 and which of the two happened.
+    fn compile(
+        &self,
+        source: &str,
+        bytes: &[u8],
+    ) -> Result<(wasmtime::component::Component, String, CacheOutcome)> {
+        let hash = cache::sha256_hex(bytes);
+        let (component, compile) = match &self.cache {
+            Some(cache) => cache.load_or_compile(&self.engine, &hash, bytes),
+            None => wasmtime::component::Component::new(&self.engine, bytes)
+                .map(|c| (c, CacheOutcome::CompiledUncached))
+                .map_err(anyhow::Error::from),
+        }
+        .with_context(|| format!("compiling {source}"))?;
+        Ok((component, hash, compile))
+    }
+
+    /// Loads a processor from component bytes; `source` names it in errors.
+    ///
+    /// Compiles it (or loads it from the cache), refuses imports the host
+    /// cannot grant, pre-links it and calls its `describe` export.
+    pub fn load(&self, source: &str, bytes: &[u8], options: ProcessorOptions) -> Result<Processor> {
+        let start = Instant::now();
+        self.check_component(source, bytes, &options.limits)?;
         if let Some(config) = &options.config {
             serde_json::from_str::<serde_json::Value>(config)
                 .with_context(|| format!("the configuration for {source} is not valid JSON"))?;
@@ -238,14 +279,7 @@ impl Runtime {
         let mut options = options;
         options.grants.read_dirs = dirs;
 
-        let hash = cache::sha256_hex(bytes);
-        let (component, compile) = match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.engine, &hash, bytes),
-            None => wasmtime::component::Component::new(&self.engine, bytes)
-                .map(|c| (c, CacheOutcome::CompiledUncached))
-                .map_err(anyhow::Error::from),
-        }
-        .with_context(|| format!("compiling {source}"))?;
+        let (component, hash, compile) = self.compile(source, bytes)?;
 
         let ty = component.component_type();
         let imports =
@@ -261,14 +295,15 @@ impl Runtime {
             .is_none()
         {
             let exports: Vec<&str> = ty.exports(&self.engine).map(|(n, _)| n).collect();
+            let hint = if exports.contains(&hook::HOOK_INTERFACE) {
+                "it is a session hook: load it with `Runtime::load_hook`"
+            } else {
+                "is it a history processor?"
+            };
             bail!(
-                "{source} does not export {} (it exports: {}); is it a history processor?",
+                "{source} does not export {} (it exports: {}); {hint}",
                 bindings::PROCESSOR_INTERFACE,
-                if exports.is_empty() {
-                    "nothing".to_owned()
-                } else {
-                    exports.join(", ")
-                }
+                exports_list(&exports),
             );
         }
         let process = component
@@ -340,7 +375,7 @@ impl Runtime {
                 processor.description.reorders = d.reorders;
             }
             Err(e) => {
-                let cause = call.classify(&processor, e);
+                let cause = call.classify(&processor.options.limits, e);
                 bail!("{source}: its `describe` export {cause}");
             }
         }
@@ -356,34 +391,12 @@ impl Runtime {
     }
 
     fn start_call(&self, p: &Processor) -> Call {
-        let limits = &p.options.limits;
-        let deadline = Instant::now() + limits.deadline;
-        let state = State {
-            limiter: limits::Limiter::new(limits),
-            wasi: None,
-            grants: p.options.grants.clone(),
-            table: ResourceTable::new(),
-            stdout: MemoryOutputPipe::new(wasi::STDIO_CAPTURE),
-            stderr: MemoryOutputPipe::new(wasi::STDIO_CAPTURE),
-            logs: Vec::new(),
-            logs_dropped: 0,
-            max_log_lines: limits.max_log_lines,
-            name: p.description.name.clone(),
-            counter: Arc::clone(&self.config.counter),
-            deadline,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        let tick = self.config.epoch_tick.as_nanos().max(1);
-        let ticks = limits.deadline.as_nanos().div_ceil(tick) + 1;
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
-        Call {
-            store,
-            started: Instant::now(),
-            stack: self.config.max_wasm_stack,
-            instantiated: false,
-        }
+        Call::new(
+            &self.sandbox,
+            &p.options.limits,
+            &p.options.grants,
+            &p.description.name,
+        )
     }
 
     /// Calls one processor on `history` and returns its raw answer, with the
@@ -447,7 +460,7 @@ impl Runtime {
             Ok(Ok(items)) => Ok(items),
             Ok(Err(wit::Error::BadConfig(m))) => Err(Cause::BadConfig(m)),
             Ok(Err(wit::Error::Failed(m))) => Err(Cause::Failed(m)),
-            Err(e) => Err(call.classify(p, e)),
+            Err(e) => Err(call.classify(&p.options.limits, e)),
         };
         call.finish(report);
         outcome
@@ -489,6 +502,7 @@ impl Runtime {
             let error = ProcessorError {
                 name: p.name().to_owned(),
                 hash: p.hash.clone(),
+                role: ComponentRole::Processor,
                 cause,
             };
             report.fail(&error);
@@ -510,6 +524,15 @@ impl Runtime {
             reports,
             failure: None,
         }
+    }
+}
+
+/// The names of a component's exports, for an error message.
+fn exports_list(exports: &[&str]) -> String {
+    if exports.is_empty() {
+        "nothing".to_owned()
+    } else {
+        exports.join(", ")
     }
 }
 

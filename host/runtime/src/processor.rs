@@ -173,16 +173,57 @@ impl Default for RunInfo {
     }
 }
 
-/// A processor's failure: which processor, and why.
-#[derive(Debug, thiserror::Error)]
-#[error("processor `{name}` (sha256 {short}) {cause}", short = &hash[..hash.len().min(12)])]
+/// A component's failure: which processor or session hook, and why.
+///
+/// Its message names the component and the first 12 hex digits of its
+/// hash: `processor `trim` (sha256 0123456789ab) ran past its deadline of
+/// 250 ms`, or for a hook, with the event it was handling, `hook `audit`
+/// (sha256 0123456789ab) on session_save failed: disk quota`.
+#[derive(Debug)]
 pub struct ProcessorError {
-    /// The processor's name.
+    /// The component's name.
     pub name: String,
     /// The SHA-256 of its component.
     pub hash: String,
+    /// What the component was doing: processing a history, or handling a
+    /// session event as a hook.
+    pub role: ComponentRole,
     /// What went wrong.
     pub cause: Cause,
+}
+
+impl std::fmt::Display for ProcessorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = self.hash.get(..12).unwrap_or(&self.hash);
+        match self.role {
+            ComponentRole::Processor => {
+                write!(
+                    f,
+                    "processor `{}` (sha256 {short}) {}",
+                    self.name, self.cause
+                )
+            }
+            ComponentRole::Hook(kind) => write!(
+                f,
+                "hook `{}` (sha256 {short}) on {kind} {}",
+                self.name, self.cause
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProcessorError {}
+
+/// What a failed component was doing, which says what a
+/// [`ProcessorError`] is about.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "role", content = "event", rename_all = "snake_case")]
+pub enum ComponentRole {
+    /// A history processor, processing a history.
+    #[default]
+    Processor,
+    /// A session hook, handling an event of this kind.
+    Hook(HookKind),
 }
 
 impl ProcessorError {

@@ -625,6 +625,8 @@ impl FileStore {
             key: new.key.clone(),
             title: new.title.clone(),
             agent: new.agent.clone(),
+            worker_id: new.worker_id.clone(),
+            workspace_id: new.workspace_id.clone(),
             created: now,
             updated: now,
             message_count,
@@ -1045,6 +1047,22 @@ impl SessionStore for FileStore {
         page.validate()?;
         let (found, warnings) = self.walk(page.agent.as_deref())?;
         let (sessions, total) = page_of(found.into_iter().map(|(_, meta)| meta).collect(), page);
+        Ok(SessionPage {
+            sessions,
+            total,
+            warnings,
+        })
+    }
+
+    fn scan(&self) -> Result<SessionPage> {
+        let (found, warnings) = self.walk(None)?;
+        let all: Vec<SessionMeta> = found.into_iter().map(|(_, meta)| meta).collect();
+        let every = PageRequest {
+            offset: 0,
+            limit: all.len(),
+            agent: None,
+        };
+        let (sessions, total) = page_of(all, &every);
         Ok(SessionPage {
             sessions,
             total,

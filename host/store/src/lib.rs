@@ -130,6 +130,10 @@ pub struct NewSession {
     pub key: Option<String>,
     /// A title, used only when the session is created.
     pub title: Option<String>,
+    /// The worker serving the session, kept with it (set at creation).
+    pub worker_id: Option<String>,
+    /// The workspace the session belongs to, kept with it (set at creation).
+    pub workspace_id: Option<String>,
 }
 
 impl NewSession {
@@ -139,6 +143,8 @@ impl NewSession {
             agent: agent.into(),
             key: None,
             title: None,
+            worker_id: None,
+            workspace_id: None,
         }
     }
 
@@ -205,6 +211,12 @@ pub struct SessionMeta {
     pub title: Option<String>,
     /// The agent the session belongs to.
     pub agent: String,
+    /// The worker serving the session, when the creator named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// The workspace the session belongs to, when the creator named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
     /// When the session was created.
     pub created: DateTime<Utc>,
     /// When a message was last appended or the metadata last changed.
@@ -488,6 +500,28 @@ pub trait SessionStore: Send + Sync {
 
     /// A page of sessions, most recently updated first, from metadata only.
     fn list(&self, page: &PageRequest) -> Result<SessionPage>;
+
+    /// Every session's metadata in one pass, newest update first: what a
+    /// server builds its in-memory index from at startup, instead of paging
+    /// through [`SessionStore::list`] (one walk a page). The default pages
+    /// through `list`; the backends override it with one walk or one query.
+    fn scan(&self) -> Result<SessionPage> {
+        let mut all = SessionPage::default();
+        loop {
+            let page = self.list(&PageRequest {
+                offset: all.sessions.len(),
+                limit: MAX_PAGE_LIMIT,
+                agent: None,
+            })?;
+            let done = page.sessions.len() < MAX_PAGE_LIMIT;
+            all.total = page.total;
+            all.sessions.extend(page.sessions);
+            all.warnings.extend(page.warnings);
+            if done {
+                return Ok(all);
+            }
+        }
+    }
 
     /// Sets the title (`None` removes it).
     fn rename(&self, session: &SessionRef, title: Option<&str>) -> Result<SessionMeta>;

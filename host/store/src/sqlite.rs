@@ -58,12 +58,12 @@ use super::{
 };
 
 /// The schema version this build writes, kept in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a write waits for another process's transaction to finish.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The schema of [`SCHEMA_VERSION`] 1.
+/// The schema of version 1 (version 2 adds [`SCHEMA_V2`]).
 const SCHEMA_V1: &str = "
 CREATE TABLE sessions (
     id            TEXT PRIMARY KEY NOT NULL,
@@ -86,8 +86,15 @@ CREATE TABLE messages (
 ) WITHOUT ROWID;
 ";
 
+/// What schema version 2 adds: who serves a session and where it belongs.
+const SCHEMA_V2: &str = "
+ALTER TABLE sessions ADD COLUMN worker_id TEXT;
+ALTER TABLE sessions ADD COLUMN workspace_id TEXT;
+";
+
 /// The columns a [`SessionMeta`] is read from, in [`meta_of`]'s order.
-const META_COLUMNS: &str = "id, agent, key, title, created, updated, message_count, checkpoints";
+const META_COLUMNS: &str =
+    "id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id";
 
 /// The clock a store reads `now` from.
 type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -120,6 +127,77 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// The page `page` asks for, its limit unchecked (`scan` asks for all).
+    fn select_page(&self, page: &PageRequest) -> Result<SessionPage> {
+        let mut conn = self.conn();
+        let fail = |e| {
+            backend(
+                format!(
+                    "cannot list the sessions of the SQLite database {}",
+                    self.path.display()
+                ),
+                e,
+            )
+        };
+        let tx = conn.transaction().map_err(fail)?;
+        let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
+        let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
+        let (total, raws): (i64, Vec<RawMeta>) = match &page.agent {
+            None => {
+                let total = tx
+                    .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+                    .map_err(fail)?;
+                let raws = tx
+                    .prepare_cached(&format!(
+                        "SELECT {META_COLUMNS} FROM sessions ORDER BY updated DESC, id LIMIT ?1 OFFSET ?2"
+                    ))
+                    .and_then(|mut s| s.query_map(params![limit, offset], RawMeta::of)?.collect())
+                    .map_err(fail)?;
+                (total, raws)
+            }
+            Some(agent) => {
+                let total = tx
+                    .query_row(
+                        "SELECT COUNT(*) FROM sessions WHERE agent = ?1",
+                        [agent],
+                        |r| r.get(0),
+                    )
+                    .map_err(fail)?;
+                let raws = tx
+                    .prepare_cached(&format!(
+                        "SELECT {META_COLUMNS} FROM sessions WHERE agent = ?1
+                         ORDER BY updated DESC, id LIMIT ?2 OFFSET ?3"
+                    ))
+                    .and_then(|mut s| {
+                        s.query_map(params![agent, limit, offset], RawMeta::of)?
+                            .collect()
+                    })
+                    .map_err(fail)?;
+                (total, raws)
+            }
+        };
+        tx.commit().map_err(fail)?;
+        let mut sessions = Vec::with_capacity(raws.len());
+        let mut warnings = Vec::new();
+        for raw in raws {
+            let id = raw.id.clone();
+            match raw.into_meta(&self.path, &id) {
+                Ok(meta) => sessions.push(meta),
+                Err(e) => warnings.push(StoreWarning {
+                    path: self.path.clone(),
+                    line: None,
+                    offset: None,
+                    detail: format!("{}; not listed", error_chain(&e)),
+                }),
+            }
+        }
+        Ok(SessionPage {
+            sessions,
+            total: usize::try_from(total).unwrap_or(0),
+            warnings,
+        })
+    }
+
     /// Opens (creating when missing, with its parent folders) the database
     /// at `path`, and brings its schema to [`SCHEMA_VERSION`].
     ///
@@ -241,6 +319,8 @@ impl SqliteStore {
             key: new.key.clone(),
             title: new.title.clone(),
             agent: new.agent.clone(),
+            worker_id: new.worker_id.clone(),
+            workspace_id: new.workspace_id.clone(),
             created: now,
             updated: now,
             message_count: 0,
@@ -248,8 +328,8 @@ impl SqliteStore {
         };
         let inserted = tx
             .prepare_cached(
-                "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, '[]')",
+                "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, '[]', ?7, ?8)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -259,6 +339,8 @@ impl SqliteStore {
                     meta.title,
                     time(meta.created),
                     time(meta.updated),
+                    meta.worker_id,
+                    meta.workspace_id,
                 ])
             });
         match inserted {
@@ -565,72 +647,14 @@ impl SessionStore for SqliteStore {
 
     fn list(&self, page: &PageRequest) -> Result<SessionPage> {
         page.validate()?;
-        let mut conn = self.conn();
-        let fail = |e| {
-            backend(
-                format!(
-                    "cannot list the sessions of the SQLite database {}",
-                    self.path.display()
-                ),
-                e,
-            )
-        };
-        let tx = conn.transaction().map_err(fail)?;
-        let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
-        let limit = page.limit as i64;
-        let (total, raws): (i64, Vec<RawMeta>) = match &page.agent {
-            None => {
-                let total = tx
-                    .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
-                    .map_err(fail)?;
-                let raws = tx
-                    .prepare_cached(&format!(
-                        "SELECT {META_COLUMNS} FROM sessions ORDER BY updated DESC, id LIMIT ?1 OFFSET ?2"
-                    ))
-                    .and_then(|mut s| s.query_map(params![limit, offset], RawMeta::of)?.collect())
-                    .map_err(fail)?;
-                (total, raws)
-            }
-            Some(agent) => {
-                let total = tx
-                    .query_row(
-                        "SELECT COUNT(*) FROM sessions WHERE agent = ?1",
-                        [agent],
-                        |r| r.get(0),
-                    )
-                    .map_err(fail)?;
-                let raws = tx
-                    .prepare_cached(&format!(
-                        "SELECT {META_COLUMNS} FROM sessions WHERE agent = ?1
-                         ORDER BY updated DESC, id LIMIT ?2 OFFSET ?3"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_map(params![agent, limit, offset], RawMeta::of)?
-                            .collect()
-                    })
-                    .map_err(fail)?;
-                (total, raws)
-            }
-        };
-        tx.commit().map_err(fail)?;
-        let mut sessions = Vec::with_capacity(raws.len());
-        let mut warnings = Vec::new();
-        for raw in raws {
-            let id = raw.id.clone();
-            match raw.into_meta(&self.path, &id) {
-                Ok(meta) => sessions.push(meta),
-                Err(e) => warnings.push(StoreWarning {
-                    path: self.path.clone(),
-                    line: None,
-                    offset: None,
-                    detail: format!("{}; not listed", error_chain(&e)),
-                }),
-            }
-        }
-        Ok(SessionPage {
-            sessions,
-            total: usize::try_from(total).unwrap_or(0),
-            warnings,
+        self.select_page(page)
+    }
+
+    fn scan(&self) -> Result<SessionPage> {
+        self.select_page(&PageRequest {
+            offset: 0,
+            limit: i64::MAX as usize,
+            agent: None,
         })
     }
 
@@ -738,6 +762,8 @@ struct RawMeta {
     updated: String,
     message_count: u64,
     checkpoints: String,
+    worker_id: Option<String>,
+    workspace_id: Option<String>,
 }
 
 impl RawMeta {
@@ -752,6 +778,8 @@ impl RawMeta {
             updated: row.get(5)?,
             message_count: u64::try_from(row.get::<_, i64>(6)?).unwrap_or(0),
             checkpoints: row.get(7)?,
+            worker_id: row.get(8)?,
+            workspace_id: row.get(9)?,
         })
     }
 
@@ -783,6 +811,8 @@ impl RawMeta {
             key: self.key,
             title: self.title,
             agent: self.agent,
+            worker_id: self.worker_id,
+            workspace_id: self.workspace_id,
             created,
             updated,
             message_count: self.message_count,
@@ -844,8 +874,11 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
     let migrated = (|| {
         let found = version(conn).map_err(fail)?;
         match found {
-            0 => {
-                conn.execute_batch(SCHEMA_V1).map_err(fail)?;
+            0 | 1 => {
+                if found == 0 {
+                    conn.execute_batch(SCHEMA_V1).map_err(fail)?;
+                }
+                conn.execute_batch(SCHEMA_V2).map_err(fail)?;
                 conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                     .map_err(fail)?;
             }
@@ -925,6 +958,46 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
+
+    #[test]
+    fn a_version_1_database_is_migrated_and_keeps_its_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (id, agent, key, title, created, updated) VALUES (?1, 'default', 'k', NULL, ?2, ?2)",
+                params![Uuid::from_u128(7).to_string(), time(Utc::now())],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let old = store
+            .get(&SessionRef::key("default", "k"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(old.id, Uuid::from_u128(7));
+        assert_eq!(old.worker_id, None);
+        let mut new = NewSession::new("default").with_key("w");
+        new.worker_id = Some("worker-3".into());
+        new.workspace_id = Some("acme".into());
+        store.create(&new).unwrap();
+        drop(store);
+        let reopened = SqliteStore::open(&path).unwrap();
+        let made = reopened
+            .get(&SessionRef::key("default", "w"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(made.worker_id.as_deref(), Some("worker-3"));
+        assert_eq!(made.workspace_id.as_deref(), Some("acme"));
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+    }
 
     #[test]
     fn stored_times_sort_as_times_and_round_trip() {

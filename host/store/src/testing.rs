@@ -252,6 +252,12 @@ pub mod contract {
             assert!(matches!(err, StoreError::PageLimit { .. }), "{err}");
             assert!(err.to_string().contains("1 to 200"), "{err}");
         }
+
+        // A scan is every session in one answer, in the same order as the pages.
+        let all = store.scan().unwrap();
+        assert_eq!(all.total, 7);
+        let scanned: Vec<_> = all.sessions.into_iter().map(|m| m.key.unwrap()).collect();
+        assert_eq!(scanned, expected);
     }
 
     pub fn rename_sets_and_removes_the_title(store: &dyn SessionStore, clock: &TestClock) {

@@ -5,6 +5,7 @@ pub mod config;
 pub mod context;
 pub mod processor;
 pub mod run;
+pub mod serve;
 pub mod sessions;
 
 use std::future::Future;

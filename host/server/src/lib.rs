@@ -1,0 +1,326 @@
+//! `agent-host serve`: the session server.
+//!
+//! An HTTP API under `/v1` over the [engine](agent_host_engine::Engine):
+//! sessions (get-or-create, list with cursors, rename, delete), messages
+//! (append in any supported format, query), context reports, summaries,
+//! model turns (streamed as server-sent events when asked), exports, an
+//! event stream, health and Prometheus metrics, and an OpenAPI document
+//! generated from the code at `/openapi.json`.
+//!
+//! What it adds to the engine:
+//! - an in-memory [index] of sessions with their lifecycle state
+//!   (`created`, `active`, `idle`, `compacted`), so listing pages cost a page;
+//! - [hot sessions](hot): turns on one session run one at a time; appends
+//!   arriving together are written together (group commit); idle sessions
+//!   are released from memory and reload on demand;
+//! - [hooks] (signed webhooks and WebAssembly components) that never
+//!   block or undo a write;
+//! - bearer-token [auth] with scopes, request size limits, and errors
+//!   that are always `{error: {kind, message}}` with one status per kind.
+//!
+//! ```no_run
+//! # async fn example(engine: agent_host_engine::Engine) -> anyhow::Result<()> {
+//! use agent_host_server::{Server, ServerConfig};
+//!
+//! let server = Server::new(engine, ServerConfig::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+//! println!("listening on http://{}", listener.local_addr()?);
+//! server.serve(listener, agent_host_server::shutdown_signal()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! What it deliberately leaves out: the command line (the CLI parses flags
+//! and calls [`Server`]), and the gateway and dashboard, which mount on the
+//! same router later.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_host_core::ErrorKind;
+use agent_host_engine::Engine;
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+
+pub mod auth;
+mod body;
+pub mod error;
+pub mod events;
+pub mod hooks;
+pub mod hot;
+pub mod index;
+pub mod metrics;
+mod observe;
+pub mod openapi;
+mod routes;
+
+pub use auth::{Scope, Tokens};
+pub use error::ApiError;
+pub use hooks::{HookEvent, HookKind, SessionHook, WebhookConfig};
+
+/// How `(channel, chat)` becomes a session key when a request gives no key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ChannelScope {
+    /// One session per chat across channels: the key is the chat
+    /// (`alice` on Telegram and on Slack is one conversation).
+    Collapsed,
+    /// One session per channel and chat: the key is `channel:chat`.
+    #[default]
+    PerChannel,
+}
+
+impl std::str::FromStr for ChannelScope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "collapsed" => Ok(ChannelScope::Collapsed),
+            "per-channel" => Ok(ChannelScope::PerChannel),
+            other => Err(format!(
+                "unknown channel scope {other:?}; expected `collapsed` or `per-channel`"
+            )),
+        }
+    }
+}
+
+/// How the server behaves.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// A session with no activity for this long is `idle`, and is released
+    /// from memory (30 minutes by default).
+    pub idle_after: Duration,
+    /// How often idle sessions are looked for.
+    pub sweep_every: Duration,
+    /// The tokens accepted; none means no auth (allowed on loopback only).
+    pub tokens: Tokens,
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+    /// Origins allowed by CORS; empty (the default) sends no CORS headers.
+    pub cors_origins: Vec<String>,
+    /// How `(channel, chat)` maps to a session key.
+    pub channel_scope: ChannelScope,
+    /// Webhooks to call on session events.
+    pub webhooks: Vec<WebhookConfig>,
+    /// In-process hooks (WebAssembly components) to call on session events.
+    pub hooks: Vec<hooks::WasmHook>,
+    /// How long shutdown waits for in-flight requests and hook deliveries.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            idle_after: Duration::from_secs(30 * 60),
+            sweep_every: Duration::from_secs(30),
+            tokens: Tokens::none(),
+            max_body: 16 * 1024 * 1024,
+            cors_origins: Vec::new(),
+            channel_scope: ChannelScope::default(),
+            webhooks: Vec::new(),
+            hooks: Vec::new(),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The shared state of every request.
+pub(crate) struct AppState {
+    pub engine: Engine,
+    pub index: index::Index,
+    pub hot: hot::HotSessions,
+    pub bus: Arc<events::Bus>,
+    pub metrics: Arc<metrics::Metrics>,
+    pub hooks: hooks::Hooks,
+    pub config: ServerConfig,
+}
+
+pub(crate) type Shared = Arc<AppState>;
+
+/// A session server over an engine; see the [crate documentation](crate).
+pub struct Server {
+    state: Shared,
+}
+
+impl Server {
+    /// A server over `engine`: indexes every stored session (one scan of
+    /// the store) and starts the webhook workers. Call it inside a tokio
+    /// runtime.
+    pub fn new(engine: Engine, config: ServerConfig) -> anyhow::Result<Server> {
+        let scanned = engine.store().scan()?;
+        for warning in &scanned.warnings {
+            tracing::warn!("{warning}");
+        }
+        let index = index::Index::new(scanned.sessions, config.idle_after, Utc::now());
+        let bus = Arc::new(events::Bus::default());
+        let metrics = Arc::new(metrics::Metrics::default());
+        let hooks = hooks::Hooks::start(
+            config.webhooks.clone(),
+            config.hooks.clone(),
+            bus.clone(),
+            metrics.clone(),
+        )?;
+        Ok(Server {
+            state: Arc::new(AppState {
+                engine,
+                index,
+                hot: hot::HotSessions::default(),
+                bus,
+                metrics,
+                hooks,
+                config,
+            }),
+        })
+    }
+
+    /// The router: the API, its middleware (auth, limits, metrics, CORS)
+    /// and JSON answers for unknown routes and methods.
+    pub fn router(&self) -> Router {
+        let state = self.state.clone();
+        let mut router = routes::router()
+            .layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                authorize,
+            ))
+            .layer(axum::extract::DefaultBodyLimit::max(state.config.max_body))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), measure))
+            .with_state(state.clone());
+        if !state.config.cors_origins.is_empty() {
+            let origins: Vec<_> = state
+                .config
+                .cors_origins
+                .iter()
+                .filter_map(|o| o.parse().ok())
+                .collect();
+            router = router.layer(
+                tower_http::cors::CorsLayer::new()
+                    .allow_origin(origins)
+                    .allow_methods(tower_http::cors::Any)
+                    .allow_headers([
+                        axum::http::header::AUTHORIZATION,
+                        axum::http::header::CONTENT_TYPE,
+                    ]),
+            );
+        }
+        router
+    }
+
+    /// Serves on `listener` until `shutdown` completes; then stops taking
+    /// connections, lets in-flight requests finish (every acknowledged
+    /// append is already durable) and gives hooks `shutdown_grace` to
+    /// deliver what they hold.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        check_exposure(listener.local_addr()?, &self.state.config)?;
+        let sweeper = tokio::spawn(sweep(self.state.clone()));
+        let app = self.router();
+        let bus = self.state.bus.clone();
+        let shutdown = async move {
+            shutdown.await;
+            bus.close();
+        };
+        axum::serve(listener, app.into_make_service())
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        sweeper.abort();
+        let grace = self.state.config.shutdown_grace;
+        match Arc::try_unwrap(self.state) {
+            Ok(state) => state.hooks.drain(grace).await,
+            Err(_) => tracing::debug!("requests still hold the state; hooks not drained"),
+        }
+        Ok(())
+    }
+}
+
+/// Refuses to serve a non-loopback address without tokens.
+pub fn check_exposure(addr: SocketAddr, config: &ServerConfig) -> anyhow::Result<()> {
+    if !addr.ip().is_loopback() && config.tokens.is_empty() {
+        anyhow::bail!(ApiError::new(
+            ErrorKind::Configuration,
+            format!(
+                "refusing to listen on {addr} without auth: anyone who can reach it could read and write every session; give --tokens FILE or set {}, or listen on 127.0.0.1",
+                auth::TOKEN_ENV
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}
+
+async fn authorize(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    if let Some(needed) = auth::needed(request.method(), request.uri().path()) {
+        let header = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if let Err(e) = state.config.tokens.check(header, needed) {
+            return e.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+async fn measure(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    state.metrics.request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+/// Marks idle sessions and releases them from memory, every `sweep_every`.
+async fn sweep(state: Shared) {
+    let mut tick = tokio::time::interval(state.config.sweep_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for change in state.index.sweep(state.config.idle_after, Utc::now()) {
+            observe::state_changed(&state, &change);
+        }
+        let released = state.hot.release_idle(state.config.idle_after);
+        if released > 0 {
+            tracing::debug!(released, "idle sessions released from memory");
+        }
+        state.metrics.sessions(state.index.len(), state.hot.len());
+    }
+}
