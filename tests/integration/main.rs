@@ -14,6 +14,7 @@ mod processors;
 mod provider;
 mod run;
 mod runtime;
+mod serve;
 mod sessions;
 mod store;
 mod util;

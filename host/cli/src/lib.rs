@@ -305,6 +305,8 @@ pub fn error_kind(error: &anyhow::Error) -> Option<ErrorKind> {
             Some(e.kind())
         } else if let Some(e) = e.downcast_ref::<agent_host_config::ConfigError>() {
             Some(e.kind())
+        } else if let Some(e) = e.downcast_ref::<agent_host_server::ApiError>() {
+            Some(e.kind)
         } else if let Some(e) = e.downcast_ref::<FormatError>() {
             Some(e.kind())
         } else if e.is::<ProcessorFailed>() {

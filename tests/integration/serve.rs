@@ -1,0 +1,197 @@
+//! `agent-host serve` as a process: its first line, graceful shutdown on
+//! SIGTERM, and no acknowledged message lost to a `kill -9`.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_host_store::{SessionRef, SessionStore};
+use serde_json::json;
+
+use crate::util::agent_host;
+
+/// Starts `agent-host serve` on a free loopback port with `store`; returns
+/// the child and the base URL from its first line.
+fn serve(store: &str) -> (Child, String) {
+    let mut child = agent_host()
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+        .env_remove("AGENT_HOST_API_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent-host serve starts");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let first = first.trim_end();
+    let base = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the first line is `listening on URL`, not {first:?}"))
+        .to_owned();
+    let port: u16 = base
+        .strip_prefix("http://127.0.0.1:")
+        .expect("the real host")
+        .parse()
+        .expect("the real port");
+    assert_ne!(port, 0);
+    (child, base)
+}
+
+/// Writers appending one native record each request until told to stop;
+/// returns the ids the server acknowledged.
+async fn writers(base: String, session: String, stop: Arc<Mutex<bool>>) -> Vec<String> {
+    let http = reqwest::Client::new();
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let tasks = (0..8).map(|w| {
+        let (http, base, session, stop, acknowledged) = (
+            http.clone(),
+            base.clone(),
+            session.clone(),
+            stop.clone(),
+            acknowledged.clone(),
+        );
+        tokio::spawn(async move {
+            for i in 0.. {
+                if *stop.lock().unwrap() {
+                    break;
+                }
+                let id = format!("w{w}-{i}");
+                let sent = http
+                    .post(format!("{base}/v1/sessions/{session}/messages"))
+                    .json(&json!({"format": "jsonl", "messages": [{"type": "user", "id": id, "content": "x"}]}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(reply) if reply.status() == reqwest::StatusCode::CREATED => {
+                        acknowledged.lock().unwrap().push(id);
+                    }
+                    // The server went away: nothing more is acknowledged.
+                    _ => break,
+                }
+            }
+        })
+    });
+    futures_util::future::join_all(tasks).await;
+    Arc::try_unwrap(acknowledged).unwrap().into_inner().unwrap()
+}
+
+fn stored_ids(store: &str, session: &str) -> Vec<String> {
+    let store = agent_host_store::open(store).unwrap();
+    let id = uuid::Uuid::parse_str(session).unwrap();
+    let history = store.load(&SessionRef::Id(id)).unwrap();
+    history.messages.into_iter().map(|m| m.id).collect()
+}
+
+async fn create(base: &str) -> String {
+    let reply: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/v1/sessions"))
+        .json(&json!({"key": "burst"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    reply["id"].as_str().unwrap().to_owned()
+}
+
+/// A `kill -9` in the middle of a burst of appends: every acknowledged
+/// message is in the store afterwards, exactly once (file and SQLite stores).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_appends_loses_no_acknowledged_message() {
+    let dir = tempfile::tempdir().unwrap();
+    for spec in [
+        dir.path().join("files").display().to_string(),
+        format!("sqlite:{}", dir.path().join("s.db").display()),
+    ] {
+        let (mut child, base) = serve(&spec);
+        let session = create(&base).await;
+        let stop = Arc::new(Mutex::new(false));
+        let burst = tokio::spawn(writers(base.clone(), session.clone(), stop.clone()));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        *stop.lock().unwrap() = true;
+        let acknowledged = burst.await.unwrap();
+        assert!(
+            acknowledged.len() > 10,
+            "{spec}: the burst ran ({})",
+            acknowledged.len()
+        );
+        let stored = stored_ids(&spec, &session);
+        let unique: HashSet<&String> = stored.iter().collect();
+        assert_eq!(
+            unique.len(),
+            stored.len(),
+            "{spec}: no message stored twice"
+        );
+        let missing: Vec<_> = acknowledged
+            .iter()
+            .filter(|id| !unique.contains(id))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{spec}: acknowledged but lost: {missing:?}"
+        );
+    }
+}
+
+/// SIGTERM: requests under way finish, the process exits 0, and what was
+/// acknowledged is stored.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_shuts_down_gracefully() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().display().to_string();
+    let (mut child, base) = serve(&spec);
+    let health: serde_json::Value = reqwest::get(format!("{base}/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    let session = create(&base).await;
+    let stop = Arc::new(Mutex::new(false));
+    let burst = tokio::spawn(writers(base.clone(), session.clone(), stop.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    *stop.lock().unwrap() = true;
+    assert!(status.success(), "a graceful stop exits 0: {status:?}");
+    let acknowledged = burst.await.unwrap();
+    let stored: HashSet<String> = stored_ids(&spec, &session).into_iter().collect();
+    assert!(acknowledged.iter().all(|id| stored.contains(id)));
+}
+
+/// A non-loopback address without tokens is refused with the configuration
+/// exit code and a message that says what to do.
+#[test]
+fn serving_beyond_loopback_needs_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = agent_host()
+        .args(["serve", "--listen", "0.0.0.0:0", "--store"])
+        .arg(dir.path())
+        .env_remove("AGENT_HOST_API_TOKEN")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("without auth") && stderr.contains("--tokens"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "no `listening on` line for a refused address"
+    );
+}
