@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_host_store::{SessionRef, SessionStore};
+use agent_host_store::SessionRef;
 use serde_json::json;
 
 use crate::util::agent_host;
