@@ -1,0 +1,292 @@
+//! The session server over real loopback HTTP (reqwest), measured as a
+//! client sees it. A bench binary (not criterion: the figures are rates,
+//! percentiles and memory, with their baselines measured in the same run).
+//!
+//! `cargo bench -p agent-host-server --bench server` prints:
+//! - the raw durable-write rate of the disk (write + fdatasync of a small
+//!   record, one thread): the baseline of every append figure;
+//! - appends per second (each acknowledged = fsynced) with 1, 16 and 256
+//!   concurrent clients, on distinct sessions and on one session;
+//! - `GET /v1/sessions/{id}/context` latency p50/p99 on sessions of 1,000 and
+//!   100,000 messages: repeated reads, and the first read after an append;
+//! - memory (RSS) per idle session held by the server, and after 10,000
+//!   sessions were touched and released.
+//!
+//! `BENCH_SECONDS` sets each append run's length (default 3).
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_host_core::Message;
+use agent_host_engine::{Engine, EngineConfig};
+use agent_host_server::{Server, ServerConfig};
+use agent_host_store::{FileStore, NewSession, SessionRef, SessionStore};
+use serde_json::json;
+
+struct Running {
+    base: String,
+    store: Arc<dyn SessionStore>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start(dir: &std::path::Path, config: ServerConfig) -> Running {
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir).unwrap());
+    let engine = Engine::new(EngineConfig::default(), store.clone(), &|_: &str| None).unwrap();
+    let server = Server::new(engine, config).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    Running { base, store, stop }
+}
+
+/// Durable small writes per second on this disk, one thread.
+fn raw_fsync_rate(dir: &std::path::Path, seconds: f64) -> f64 {
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let record = [b'x'; 200];
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed().as_secs_f64() < seconds {
+        file.write_all(&record).unwrap();
+        file.sync_data().unwrap();
+        n += 1;
+    }
+    let rate = n as f64 / started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(path);
+    rate
+}
+
+/// Appends per second by `clients` concurrent clients, each on its own
+/// session or all on one.
+async fn append_rate(run: &Running, clients: usize, distinct: bool, seconds: f64) -> f64 {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(clients)
+        .build()
+        .unwrap();
+    let mut sessions = Vec::new();
+    for c in 0..clients {
+        let key = if distinct {
+            format!("bench-{clients}-{c}")
+        } else {
+            format!("bench-{clients}-one")
+        };
+        if c == 0 || distinct {
+            http.post(format!("{}/v1/sessions", run.base))
+                .json(&json!({"key": key}))
+                .send()
+                .await
+                .unwrap();
+        }
+        sessions.push(key);
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .map(|key| {
+            let (http, base, done, stop) =
+                (http.clone(), run.base.clone(), done.clone(), stop.clone());
+            tokio::spawn(async move {
+                let url = format!("{base}/v1/sessions/{key}/messages");
+                let body = json!({"messages": [{"role": "user", "content": "a message of a typical length, about twenty words, as a chat user would send to an agent"}]});
+                while !stop.load(Ordering::Relaxed) {
+                    let reply = http.post(&url).json(&body).send().await.unwrap();
+                    assert_eq!(reply.status(), reqwest::StatusCode::CREATED);
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let counted = done.load(Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    counted as f64 / elapsed
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+/// Fills a session with `n` messages straight through the store.
+fn fill(store: &dyn SessionStore, key: &str, n: usize) -> uuid::Uuid {
+    let meta = store
+        .get_or_create(&NewSession::new("default").with_key(key))
+        .unwrap()
+        .meta;
+    let session = SessionRef::Id(meta.id);
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<Message> = (i..(i + 1000).min(n))
+            .map(|j| {
+                let m = if j % 2 == 0 {
+                    Message::user(format!(
+                        "question {j}: what about the next part of the plan?"
+                    ))
+                } else {
+                    Message::assistant(format!("answer {j}: the next part is done, here is how."))
+                };
+                m.with_id(format!("m{j}"))
+            })
+            .collect();
+        i += batch.len();
+        store.append(&session, &batch).unwrap();
+    }
+    meta.id
+}
+
+/// p50 and p99 of `GET /context`, in ms: `reads` repeated reads, and
+/// `cold` reads each after an append.
+async fn context_latency(run: &Running, id: uuid::Uuid, reads: usize, cold: usize) -> [f64; 4] {
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/sessions/{id}/context", run.base);
+    let get = || async {
+        let t = Instant::now();
+        let reply = http.get(&url).send().await.unwrap();
+        assert!(reply.status().is_success());
+        reply.bytes().await.unwrap();
+        t.elapsed().as_secs_f64() * 1000.0
+    };
+    get().await;
+    let mut warm = Vec::with_capacity(reads);
+    for _ in 0..reads {
+        warm.push(get().await);
+    }
+    let mut first = Vec::with_capacity(cold);
+    for i in 0..cold {
+        http.post(format!("{}/v1/sessions/{id}/messages", run.base))
+            .json(&json!({"messages": [{"role": "user", "content": format!("more {i}")}]}))
+            .send()
+            .await
+            .unwrap();
+        first.push(get().await);
+    }
+    warm.sort_by(f64::total_cmp);
+    first.sort_by(f64::total_cmp);
+    [
+        percentile(&warm, 0.5),
+        percentile(&warm, 0.99),
+        percentile(&first, 0.5),
+        percentile(&first, 0.99),
+    ]
+}
+
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is taken.
+    let seconds: f64 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    println!("# session server over loopback HTTP ({cpus} cores), {seconds} s a run");
+    runtime.block_on(async {
+        // Memory first, while the process holds nothing else.
+        // Memory: 10,000 sessions indexed, each touched (held in memory),
+        // then released after the idle time.
+        let mem_dir = tempfile::tempdir().unwrap();
+        let run = start(
+            mem_dir.path(),
+            ServerConfig {
+                idle_after: Duration::from_secs(2),
+                sweep_every: Duration::from_millis(250),
+                ..ServerConfig::default()
+            },
+        )
+        .await;
+        let http = reqwest::Client::new();
+        let before = rss_bytes();
+        let n = 10_000;
+        for i in 0..n {
+            http.post(format!("{}/v1/sessions", run.base))
+                .json(&json!({"key": format!("idle-{i}")}))
+                .send()
+                .await
+                .unwrap();
+            http.post(format!("{}/v1/sessions/idle-{i}/messages", run.base))
+                .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+                .send()
+                .await
+                .unwrap();
+        }
+        let touched = rss_bytes();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let metrics = http
+            .get(format!("{}/metrics", run.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let hot = metrics
+            .lines()
+            .find(|l| l.starts_with("agent_host_hot_sessions "))
+            .unwrap_or("?")
+            .to_owned();
+        let released = rss_bytes();
+        println!(
+            "memory: RSS {:.1} MiB before; {:.1} MiB with {n} sessions touched ({:.0} bytes a session, index and hot state); {:.1} MiB after their release ({hot})",
+            before as f64 / 1048576.0,
+            touched as f64 / 1048576.0,
+            touched.saturating_sub(before) as f64 / n as f64,
+            released as f64 / 1048576.0,
+        );
+        let _ = run.stop.send(());
+        println!();
+        let dir = tempfile::tempdir().unwrap();
+        let run = start(&dir.path().join("store"), ServerConfig::default()).await;
+        let fsync = raw_fsync_rate(dir.path(), seconds);
+        println!("raw write+fdatasync, one thread: {fsync:.0}/s (baseline)");
+        println!("| clients | distinct sessions: appends/s | x one client | one session: appends/s | x one client |");
+        println!("|---:|---:|---:|---:|---:|");
+        let mut single = [0.0; 2];
+        for clients in [1, 16, 256] {
+            let d = append_rate(&run, clients, true, seconds).await;
+            let o = append_rate(&run, clients, false, seconds).await;
+            if clients == 1 {
+                single = [d, o];
+            }
+            println!(
+                "| {clients} | {d:.0} | {:.1} | {o:.0} | {:.1} |",
+                d / single[0],
+                o / single[1]
+            );
+        }
+
+        println!();
+        println!("| session | repeated reads p50 / p99 (ms) | first read after an append p50 / p99 (ms) |");
+        println!("|---|---:|---:|");
+        for n in [1_000, 100_000] {
+            let store = run.store.clone();
+            let id = tokio::task::spawn_blocking(move || fill(&*store, &format!("long-{n}"), n))
+                .await
+                .unwrap();
+            let [wp50, wp99, cp50, cp99] = context_latency(&run, id, 1000, 20).await;
+            println!("| {n} messages | {wp50:.2} / {wp99:.2} | {cp50:.1} / {cp99:.1} |");
+        }
+        let _ = run.stop.send(());
+    });
+}
