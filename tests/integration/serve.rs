@@ -195,3 +195,76 @@ fn serving_beyond_loopback_needs_tokens() {
         "no `listening on` line for a refused address"
     );
 }
+
+/// `sessions --server URL` lists, shows, renames, exports and deletes the
+/// sessions of a running server; store-only commands say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_commands_talk_to_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, base) = serve(&dir.path().display().to_string());
+    let http = reqwest::Client::new();
+    http.post(format!("{base}/v1/sessions"))
+        .json(&json!({"key": "team chat/1"}))
+        .send()
+        .await
+        .unwrap();
+    let appended = http
+        .post(format!("{base}/v1/sessions/team%20chat%2F1/messages"))
+        .json(&json!({"messages": [{"role": "user", "content": "where is the report?"}, {"role": "assistant", "content": "in docs/"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(appended.status(), reqwest::StatusCode::CREATED);
+    let server = base.clone();
+    let cli = move |args: &[&str]| {
+        let out = agent_host()
+            .args(["sessions", "--server", &server])
+            .args(args)
+            .env_remove("AGENT_HOST_API_TOKEN")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, list, err) = tokio::task::spawn_blocking(move || {
+        let list = cli(&["list"]);
+        let show = cli(&["show", "team chat/1", "--role", "user"]);
+        assert_eq!(show.0, Some(0), "{}", show.2);
+        assert!(
+            show.1.contains("where is the report?") && !show.1.contains("in docs/"),
+            "{}",
+            show.1
+        );
+        let renamed = cli(&["rename", "team chat/1", "Reports"]);
+        assert!(renamed.1.contains("Reports"), "{renamed:?}");
+        let md = cli(&["export", "team chat/1"]);
+        assert!(md.1.starts_with("# Reports"), "{}", md.1);
+        let info = cli(&["info", "team chat/1"]);
+        assert_eq!(info.0, Some(2), "{}", info.2);
+        let missing = cli(&["show", "nobody"]);
+        assert_eq!(missing.0, Some(1), "{}", missing.2);
+        assert!(
+            missing.2.contains("no session") && missing.2.contains("404"),
+            "{}",
+            missing.2
+        );
+        let gone = cli(&["delete", "team chat/1", "--yes"]);
+        assert!(
+            gone.1.contains("deleted session team chat/1 (2 messages)"),
+            "{gone:?}"
+        );
+        list
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        list.contains("team chat/1") && list.contains("active"),
+        "{list}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -117,8 +117,7 @@ enum Command {
     /// Sessions live in the store given by --store, the AGENT_HOST_STORE environment variable,
     /// or `.agent-host/` in the working directory. A session is named by its key (within
     /// --agent, default `default`) or by its id.
-    #[command(subcommand)]
-    Sessions(crate::commands::sessions::SessionsCommand),
+    Sessions(crate::commands::sessions::SessionsArgs),
     /// Show a history: its messages, token estimates, and how tool calls pair with results.
     ///
     /// With no FILE, shows the sample session built into the binary.
@@ -201,7 +200,7 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
         }
         Command::Sessions(command) => {
             let settings = settings(&Overrides::default())?;
-            crate::commands::sessions::run(command, &settings.store, out)
+            command.run(&settings.store, out)
         }
         Command::Chat(command) => {
             let settings = settings(&command.overrides)?;

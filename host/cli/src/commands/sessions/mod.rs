@@ -35,6 +35,7 @@ use crate::commands::run::UsageError;
 use agent_host_engine::transcript::{self, Loaded};
 mod import;
 mod info;
+mod remote;
 
 use agent_host_store::{
     self, DEFAULT_AGENT, History, MAX_PAGE_LIMIT, NewSession, PageRequest, SQLITE_PREFIX,
@@ -92,6 +93,28 @@ impl SessionName {
             self.session,
             self.agent
         ))
+    }
+}
+
+/// `agent-host sessions`: where the sessions are, and what to do.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Talk to a running `agent-host serve` at this URL instead of opening a store (list,
+    /// show, export, rename, delete); a token comes from AGENT_HOST_API_TOKEN.
+    #[arg(long, global = true, value_name = "URL")]
+    server: Option<reqwest::Url>,
+    #[command(subcommand)]
+    command: SessionsCommand,
+}
+
+impl SessionsArgs {
+    /// Runs the command, on the server when `--server` names one, else on
+    /// the store `spec`.
+    pub fn run(self, spec: &str, out: &mut dyn Write) -> Result<()> {
+        match &self.server {
+            Some(server) => remote::run(self.command, server, out),
+            None => run(self.command, spec, out),
+        }
     }
 }
 
