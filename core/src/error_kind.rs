@@ -60,3 +60,26 @@ impl fmt::Display for ErrorKind {
         f.write_str(self.as_str())
     }
 }
+
+/// An error and its causes on one line, `: `-joined, leaving out a cause
+/// whose text the line already holds (many errors repeat their source).
+///
+/// ```
+/// use std::io;
+/// let inner = io::Error::other("disk full");
+/// let outer = io::Error::new(io::ErrorKind::Other, inner);
+/// assert_eq!(agent_host_core::error_kind::error_chain(&outer), "disk full");
+/// ```
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

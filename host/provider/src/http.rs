@@ -584,19 +584,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 
 /// The error and its causes, `: `-joined: reqwest's own message alone
 /// ("error sending request") does not say what failed.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+use agent_host_core::error_kind::error_chain;
 
 /// `text` cut to at most `max` bytes on a character boundary, with `...`.
 pub(super) fn truncate(text: &str, max: usize) -> String {

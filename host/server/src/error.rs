@@ -80,20 +80,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// An error and its causes on one line.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use agent_host_core::error_kind::error_chain as chain;
 
 impl From<agent_host_engine::EngineError> for ApiError {
     fn from(e: agent_host_engine::EngineError) -> Self {

@@ -554,16 +554,7 @@ pub(crate) fn page_of(mut all: Vec<SessionMeta>, page: &PageRequest) -> (Vec<Ses
 }
 
 /// An error and its causes on one line.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub(crate) use agent_host_core::error_kind::error_chain;
 
 /// The last `updated` time a session idle for longer than `idle` can have at
 /// `now`; `None` when `idle` reaches before the calendar (nothing is that old).
