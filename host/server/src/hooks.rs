@@ -111,6 +111,21 @@ struct Delivery {
     body: Arc<Vec<u8>>,
 }
 
+/// An in-process hook with its queue: calls run on the blocking pool, at
+/// most [`HOOK_WORKERS`] at a time, so that a slow or spinning hook can
+/// never take the threads appends need.
+struct QueuedHook {
+    hook: WasmHook,
+    queue: mpsc::Sender<Arc<HookEvent>>,
+}
+
+/// Concurrent calls of one in-process hook.
+pub const HOOK_WORKERS: usize = 2;
+
+/// Events one in-process hook may have waiting; past that they are dropped
+/// and reported.
+pub const HOOK_QUEUE: usize = 10_000;
+
 struct Webhook {
     name: String,
     queue: mpsc::Sender<Delivery>,
@@ -155,7 +170,7 @@ impl SessionHook for ComponentHook {
 pub struct Hooks {
     webhooks: Vec<Webhook>,
     workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
-    wasm: Vec<WasmHook>,
+    wasm: Vec<QueuedHook>,
     bus: Arc<Bus>,
     metrics: Arc<Metrics>,
 }
@@ -189,10 +204,27 @@ impl Hooks {
                 queue: sender,
             });
         }
+        let mut queued = Vec::new();
+        for hook in wasm {
+            let (sender, receiver) = mpsc::channel::<Arc<HookEvent>>(HOOK_QUEUE);
+            let receiver = Arc::new(tokio::sync::Mutex::new(receiver));
+            for _ in 0..HOOK_WORKERS {
+                workers.push(tokio::spawn(call_all(
+                    hook.clone(),
+                    receiver.clone(),
+                    bus.clone(),
+                    metrics.clone(),
+                )));
+            }
+            queued.push(QueuedHook {
+                hook,
+                queue: sender,
+            });
+        }
         Ok(Hooks {
             webhooks: hooks,
             workers: std::sync::Mutex::new(workers),
-            wasm,
+            wasm: queued,
             bus,
             metrics,
         })
@@ -233,22 +265,18 @@ impl Hooks {
         if !self.wasm.is_empty() {
             let event = Arc::new(event);
             for hook in &self.wasm {
-                let (hook, event) = (hook.clone(), event.clone());
-                let (bus, metrics) = (self.bus.clone(), self.metrics.clone());
-                tokio::task::spawn_blocking(move || {
-                    let name = hook.name().to_owned();
-                    match hook.call(&event) {
-                        Ok(()) => metrics.hook(&name, "delivered"),
-                        Err(error) => {
-                            metrics.hook(&name, "failed");
-                            bus.publish(
-                                "hook_failed",
-                                Some(session),
-                                json!({"hook": name, "kind": event.kind.as_str(), "error": error}),
-                            );
-                        }
-                    }
-                });
+                if let Err(e) = hook.queue.try_send(event.clone()) {
+                    let why = match e {
+                        mpsc::error::TrySendError::Full(_) => "its queue is full",
+                        mpsc::error::TrySendError::Closed(_) => "the server is shutting down",
+                    };
+                    self.metrics.hook(hook.hook.name(), "dropped");
+                    self.bus.publish(
+                        "hook_failed",
+                        Some(session),
+                        json!({"hook": hook.hook.name(), "kind": event.kind.as_str(), "error": format!("not called: {why}")}),
+                    );
+                }
             }
         }
     }
@@ -258,6 +286,7 @@ impl Hooks {
     pub async fn drain(self, grace: Duration) {
         let workers = std::mem::take(&mut *self.workers.lock().expect("workers lock"));
         drop(self.webhooks);
+        drop(self.wasm);
         let all = futures_util::future::join_all(workers);
         if tokio::time::timeout(grace, all).await.is_err() {
             tracing::warn!("webhook deliveries still pending after {grace:?} were abandoned");
@@ -289,6 +318,45 @@ pub fn payload(event: &HookEvent) -> Value {
         "channel": event.channel,
         "messages": messages,
     })
+}
+
+/// One worker of an in-process hook: takes the next event and calls the
+/// hook with it on the blocking pool.
+async fn call_all(
+    hook: WasmHook,
+    queue: Arc<tokio::sync::Mutex<mpsc::Receiver<Arc<HookEvent>>>>,
+    bus: Arc<Bus>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let Some(event) = queue.lock().await.recv().await else {
+            return;
+        };
+        let called = {
+            let (hook, event) = (hook.clone(), event.clone());
+            tokio::task::spawn_blocking(move || hook.call(&event)).await
+        };
+        let name = hook.name();
+        match called {
+            Ok(Ok(())) => metrics.hook(name, "delivered"),
+            Ok(Err(error)) => {
+                metrics.hook(name, "failed");
+                bus.publish(
+                    "hook_failed",
+                    Some(event.session.id),
+                    json!({"hook": name, "kind": event.kind.as_str(), "error": error}),
+                );
+            }
+            Err(e) => {
+                metrics.hook(name, "failed");
+                bus.publish(
+                    "hook_failed",
+                    Some(event.session.id),
+                    json!({"hook": name, "kind": event.kind.as_str(), "error": format!("the hook's call panicked: {e}")}),
+                );
+            }
+        }
+    }
 }
 
 async fn deliver_all(

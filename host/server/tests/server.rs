@@ -875,5 +875,38 @@ async fn component_hooks_run_sandboxed_once_per_event() {
     );
     let (_, spun) = s.get("/v1/sessions/spin").await;
     assert_eq!(spun["message_count"], 1);
+    // A flood of events for a spinning hook (each call runs to its 300 ms
+    // deadline, two at a time) never holds the appends back: all 40 are
+    // acknowledged while most of the hook's calls are still waiting.
+    for i in 0..40 {
+        let (status, _) = s
+            .post(
+                "/v1/sessions/spin/messages",
+                json!({"messages": [{"role": "user", "content": format!("flood {i}")}]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+    }
+    let metrics = s
+        .http
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let failed: u64 = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(r#"agent_host_hook_deliveries_total{hook="hook",outcome="failed"}"#)
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(
+        failed < 6 + 40,
+        "the appends waited for the hook: {failed} calls already done"
+    );
     s.stop().await;
 }
