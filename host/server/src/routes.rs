@@ -184,6 +184,17 @@ pub(crate) async fn create_session(
     State(state): State<Shared>,
     JsonBody(body): JsonBody<CreateSession>,
 ) -> ApiResult<(StatusCode, Json<SessionView>)> {
+    for (field, value, max) in [
+        ("body.key", &body.key, MAX_NAME),
+        ("body.agent", &body.agent, MAX_NAME),
+        ("body.worker_id", &body.worker_id, MAX_NAME),
+        ("body.workspace_id", &body.workspace_id, MAX_NAME),
+        ("body.channel", &body.channel, MAX_NAME),
+        ("body.chat", &body.chat, MAX_NAME),
+        ("body.title", &body.title, MAX_TITLE),
+    ] {
+        check_length(field, value.as_deref(), max)?;
+    }
     let key = key_of(&body, state.config.channel_scope)?;
     let mut new = NewSession::new(
         body.agent
@@ -213,6 +224,22 @@ pub(crate) async fn create_session(
             None => observe::recorded(&state, &meta, Change::Created),
         };
         Ok((StatusCode::OK, Json(view)))
+    }
+}
+
+/// The longest key, agent, worker, workspace, channel or chat, in bytes:
+/// every one of them is held in the index and shown in every listing.
+const MAX_NAME: usize = 512;
+/// The longest title, in bytes.
+const MAX_TITLE: usize = 4096;
+
+fn check_length(field: &str, value: Option<&str>, max: usize) -> ApiResult<()> {
+    match value {
+        Some(v) if v.len() > max => Err(ApiError::invalid(
+            field,
+            format!("{} bytes long; at most {max} are accepted", v.len()),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -308,6 +335,7 @@ pub(crate) async fn update_session(
     let Some(title) = body.title else {
         return Ok(Json(view));
     };
+    check_length("body.title", title.as_deref(), MAX_TITLE)?;
     let id = view.id;
     let meta = blocking(&state, move |store| {
         store.rename(&SessionRef::Id(id), title.as_deref())
