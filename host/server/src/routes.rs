@@ -798,30 +798,18 @@ async fn run_turn(
     let request =
         TurnRequest::new(SessionRef::Id(view.id), body.text).with_channel(channel.clone());
     let outcome = state.engine.turn(request, observer).await?;
-    let session = match &outcome.session {
-        Some(meta) => {
-            let compacted = outcome.prepared.compacted()
-                || outcome
-                    .first_attempt
-                    .as_ref()
-                    .is_some_and(|p| p.compacted());
-            let stored: Vec<Message> = std::iter::once(outcome.user.clone())
-                .chain(outcome.reply.clone())
-                .filter(|_| outcome.reply.is_some())
-                .collect();
-            let view = if stored.is_empty() {
-                observe::recorded(&state, meta, last_change(&view))
-            } else {
-                observe::saved(&state, meta, stored, Some(channel))
-            };
-            if compacted && outcome.reply.is_none() {
-                Some(observe::recorded(&state, meta, Change::Compacted))
-            } else {
-                Some(view)
-            }
-        }
-        None => None,
-    };
+    let session = outcome.session.as_ref().map(|meta| match &outcome.reply {
+        // The question and the answer were stored together (after any
+        // checkpoint the turn made: the answer is the latest change).
+        Some(reply) => observe::saved(
+            &state,
+            meta,
+            vec![outcome.user.clone(), reply.clone()],
+            Some(channel.clone()),
+        ),
+        // Offline: nothing was stored.
+        None => observe::recorded(&state, meta, last_change(&view)),
+    });
     Ok(TurnView {
         user: record(&outcome.user),
         reply: outcome.reply.as_ref().map(record),
