@@ -358,12 +358,7 @@ impl Runtime {
     ///
     /// See [`Runtime::load_hook`] for what is checked.
     pub fn load_hook_file(&self, path: &Path, options: HookOptions) -> Result<Hook> {
-        let size = std::fs::metadata(path)
-            .with_context(|| format!("reading hook {}", path.display()))?
-            .len();
-        self.check_size(&path.display().to_string(), size)?;
-        let bytes =
-            std::fs::read(path).with_context(|| format!("reading hook {}", path.display()))?;
+        let bytes = self.read_component("hook", path)?;
         self.load_hook(&path.display().to_string(), &bytes, options)
     }
 

@@ -193,13 +193,45 @@ impl Runtime {
 
     /// Loads a processor from a component file.
     pub fn load_file(&self, path: &Path, options: ProcessorOptions) -> Result<Processor> {
-        let size = std::fs::metadata(path)
-            .with_context(|| format!("reading processor {}", path.display()))?
-            .len();
-        self.check_size(&path.display().to_string(), size)?;
-        let bytes =
-            std::fs::read(path).with_context(|| format!("reading processor {}", path.display()))?;
+        let bytes = self.read_component("processor", path)?;
         self.load(&path.display().to_string(), &bytes, options)
+    }
+
+    /// Reads a component file (`what` names it in errors): a regular file
+    /// only, opened without blocking, so that a FIFO, a device such as
+    /// `/dev/zero` or a folder given as the path is refused at once instead
+    /// of hanging the host or reading without end; and at most
+    /// [`RuntimeConfig::max_component_bytes`] of it, even if it grows while
+    /// it is read.
+    pub(crate) fn read_component(&self, what: &str, path: &Path) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let source = path.display().to_string();
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+        let file = options
+            .open(path)
+            .with_context(|| format!("reading {what} {source}"))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("reading {what} {source}"))?;
+        if !meta.is_file() {
+            let kind = if meta.is_dir() {
+                "a folder"
+            } else {
+                "not a regular file (a pipe, a device or a socket)"
+            };
+            bail!("{what} {source} is {kind}; give the path of a .wasm component");
+        }
+        self.check_size(&source, meta.len())?;
+        let max = self.config.max_component_bytes as u64;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        file.take(max + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("reading {what} {source}"))?;
+        self.check_size(&source, bytes.len() as u64)?;
+        Ok(bytes)
     }
 
     fn check_size(&self, source: &str, size: u64) -> Result<()> {
