@@ -114,21 +114,34 @@ impl HotSession {
                 acks.push(ack);
             }
             let result = store.append(&SessionRef::Id(session), &all);
+            // The last request gets the result itself, the others copies
+            // that keep what they act on.
+            let mut acks = acks;
+            let last = acks.pop();
             for ack in acks {
-                let answer = match &result {
-                    Ok(meta) => Ok(meta.clone()),
-                    Err(e) => Err(StoreError::Backend {
-                        context: crate::error::chain(e),
-                        source: Box::new(SameFailure(e.kind())),
-                    }),
-                };
-                let _ = ack.send(answer);
+                let _ = ack.send(copy(&result));
+            }
+            if let Some(ack) = last {
+                let _ = ack.send(result);
             }
         }
     }
 
     fn touch(&self) {
         *self.last_used.lock().expect("last-used lock") = std::time::Instant::now();
+    }
+}
+
+/// A copy of a store result: the metadata, or an error of the same kind
+/// with the same message.
+fn copy(result: &Result<SessionMeta, StoreError>) -> Result<SessionMeta, StoreError> {
+    match result {
+        Ok(meta) => Ok(meta.clone()),
+        Err(StoreError::NotFound(session)) => Err(StoreError::NotFound(session.clone())),
+        Err(e) => Err(StoreError::Backend {
+            context: crate::error::chain(e),
+            source: Box::new(SameFailure(e.kind())),
+        }),
     }
 }
 
