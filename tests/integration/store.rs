@@ -874,7 +874,8 @@ mod sqlite_store {
         // `PRAGMA user_version` is the big-endian u32 at byte 60 of the
         // header; the last connection's close checkpointed the WAL into it.
         let mut bytes = std::fs::read(&path).unwrap();
-        assert_eq!(bytes[60..64], 1u32.to_be_bytes());
+        let version = u32::try_from(agent_host_store::sqlite::SCHEMA_VERSION).unwrap();
+        assert_eq!(bytes[60..64], version.to_be_bytes());
         bytes[60..64].copy_from_slice(&99u32.to_be_bytes());
         std::fs::write(&path, bytes).unwrap();
         let err = SqliteStore::open(&path).unwrap_err();
