@@ -210,7 +210,7 @@ async fn sessions_commands_talk_to_a_server() {
         .unwrap();
     let appended = http
         .post(format!("{base}/v1/sessions/team%20chat%2F1/messages"))
-        .json(&json!({"messages": [{"role": "user", "content": "where is the report?"}, {"role": "assistant", "content": "in docs/"}]}))
+        .json(&json!({"messages": [{"role": "user", "content": "where is the report?"}, {"role": "assistant", "content": "in docs/"}, {"role": "user", "content": "\u{1b}]0;owned\u{7}\u{1b}[2Jcleared"}]}))
         .send()
         .await
         .unwrap();
@@ -238,6 +238,8 @@ async fn sessions_commands_talk_to_a_server() {
             "{}",
             show.1
         );
+        // A stranger's escape sequences are shown escaped, never sent raw.
+        assert!(!show.1.contains('\u{1b}') && show.1.contains("\\u{1b}[2Jcleared"), "{}", show.1);
         let renamed = cli(&["rename", "team chat/1", "Reports"]);
         assert!(renamed.1.contains("Reports"), "{renamed:?}");
         let md = cli(&["export", "team chat/1"]);
@@ -253,7 +255,7 @@ async fn sessions_commands_talk_to_a_server() {
         );
         let gone = cli(&["delete", "team chat/1", "--yes"]);
         assert!(
-            gone.1.contains("deleted session team chat/1 (2 messages)"),
+            gone.1.contains("deleted session team chat/1 (3 messages)"),
             "{gone:?}"
         );
         list

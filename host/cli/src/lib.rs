@@ -403,7 +403,23 @@ pub(crate) fn preview(m: &Message) -> String {
         line.push_str(&format!("<- {name}: "));
     }
     line.push_str(&m.text());
-    let line: String = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A history is a stranger's text: a control character (an escape
+    // sequence that would recolour, move or retitle the terminal) is shown
+    // escaped, never sent to the terminal.
+    let line: String = line
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
     const WIDTH: usize = 72;
     if line.chars().count() > WIDTH {
         let cut: String = line.chars().take(WIDTH - 1).collect();

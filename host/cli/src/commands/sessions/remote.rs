@@ -169,7 +169,7 @@ fn list(remote: &Remote, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
             out,
             "{:<36}  {:<12} {:>8}  {:<9}  {}",
             name(s),
-            s.agent,
+            super::shown(&s.agent),
             s.message_count,
             s.state.map_or("-", |st| st.as_str()),
             s.updated.format("%Y-%m-%d %H:%M:%S")
@@ -181,8 +181,12 @@ fn list(remote: &Remote, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// The session's key (escaped when it holds control characters or spaces),
+/// else its id.
 fn name(s: &SessionView) -> String {
-    s.key.clone().unwrap_or_else(|| s.id.to_string())
+    s.key
+        .as_deref()
+        .map_or_else(|| s.id.to_string(), |k| super::shown(k).into_owned())
 }
 
 fn show(remote: &Remote, args: &ShowArgs, out: &mut dyn Write) -> Result<()> {
