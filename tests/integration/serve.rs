@@ -239,7 +239,11 @@ async fn sessions_commands_talk_to_a_server() {
             show.1
         );
         // A stranger's escape sequences are shown escaped, never sent raw.
-        assert!(!show.1.contains('\u{1b}') && show.1.contains("\\u{1b}[2Jcleared"), "{}", show.1);
+        assert!(
+            !show.1.contains('\u{1b}') && show.1.contains("\\u{1b}[2Jcleared"),
+            "{}",
+            show.1
+        );
         let renamed = cli(&["rename", "team chat/1", "Reports"]);
         assert!(renamed.1.contains("Reports"), "{renamed:?}");
         let md = cli(&["export", "team chat/1"]);
