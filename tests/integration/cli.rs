@@ -158,3 +158,21 @@ fn a_bad_store_spec_and_a_bad_key_have_their_exit_codes() {
     assert_eq!(output.status.code(), Some(65), "{}", stderr(&output));
     assert!(stderr(&output).contains("agent"), "{}", stderr(&output));
 }
+
+/// An error that quotes a stranger's history shows its escape sequences
+/// escaped: the terminal is never told to clear itself or retitle its window
+/// (issue 15, item 10).
+#[test]
+fn errors_quoting_a_history_escape_control_characters() {
+    let out = crate::util::run(
+        &["inspect", "-"],
+        "[{\"role\": \"\\u001b[2J\\u001b]0;owned\\u0007evil\", \"content\": \"x\"}]",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    assert!(
+        !stderr.contains('\u{1b}') && !stderr.contains('\u{7}'),
+        "{stderr:?}"
+    );
+    assert!(stderr.contains("\\u{1b}[2J"), "{stderr}");
+}

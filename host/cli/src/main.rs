@@ -21,9 +21,11 @@ fn main() -> ExitCode {
             // What was printed before the error stays in order before it.
             let _ = out.flush();
             let color = agent_host::term::stderr();
+            // An error may quote a history, a processor or a server.
             eprintln!(
-                "{} {e:#}",
-                agent_host::term::paint(agent_host::term::ERROR, "error:", color)
+                "{} {}",
+                agent_host::term::paint(agent_host::term::ERROR, "error:", color),
+                agent_host::term::safe(&format!("{e:#}"))
             );
             agent_host::exit_code(&e)
         }

@@ -4,6 +4,9 @@
 //! off: `NO_COLOR` (any non-empty value, <https://no-color.org>), `CLICOLOR=0`
 //! or `TERM=dumb` turn it off; `CLICOLOR_FORCE` turns it on even for a pipe.
 //! anstream makes that decision; this module only applies it.
+//!
+//! And nothing else reaches the terminal raw: [`safe`] escapes the control
+//! characters of text a history, a processor or a server controls.
 
 use anstyle::{AnsiColor, Style};
 
@@ -35,9 +38,39 @@ pub fn paint(style: Style, text: &str, enabled: bool) -> String {
     }
 }
 
+/// `text` with every control character but newline and tab escaped
+/// (`\u{1b}`), so that a stranger's escape sequences (from a history, a
+/// processor's name, description or error, a server's reply) are shown,
+/// never obeyed by the terminal.
+pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_but_lines_stay() {
+        assert_eq!(safe("plain\ttext\nline"), "plain\ttext\nline");
+        assert_eq!(safe("\u{1b}[2Jgone\u{7}"), "\\u{1b}[2Jgone\\u{7}");
+        assert_eq!(safe("\u{9b}31m"), "\\u{9b}31m", "C1 controls too");
+        assert!(matches!(safe("ok"), std::borrow::Cow::Borrowed(_)));
+    }
 
     #[test]
     fn painting_is_plain_when_disabled_and_wrapped_in_escapes_when_enabled() {

@@ -191,12 +191,14 @@ pub fn run(
     let pipeline_report = pipeline_json(&compaction);
     if !args.quiet {
         for repair in &compaction.report.repairs {
-            eprintln!("repaired: {repair}");
+            eprintln!("repaired: {}", crate::term::safe(&repair.to_string()));
         }
         let r = &compaction.report;
         let summary = match &r.summary {
             SummaryOutcome::Summarized { covered, .. } => format!("summarized {covered} messages"),
-            SummaryOutcome::Failed { error, .. } => format!("summary failed ({error})"),
+            SummaryOutcome::Failed { error, .. } => {
+                format!("summary failed ({})", crate::term::safe(error))
+            }
             _ => "no summary".to_owned(),
         };
         eprintln!(
@@ -239,11 +241,15 @@ pub fn run(
     if !args.quiet {
         for r in &reports {
             match &r.error {
-                Some(e) => eprintln!("{}: failed, its input kept: {e}", r.name),
+                Some(e) => eprintln!(
+                    "{}: failed, its input kept: {}",
+                    crate::term::safe(&r.name),
+                    crate::term::safe(e)
+                ),
                 None => eprintln!(
                     "{} {}: kept {}, dropped {}, replaced {}, inserted {}; {} -> {} tokens in {:.1} ms",
-                    r.name,
-                    r.version,
+                    crate::term::safe(&r.name),
+                    crate::term::safe(&r.version),
                     r.kept.len(),
                     r.dropped.len(),
                     r.replaced.len(),

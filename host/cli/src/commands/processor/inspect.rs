@@ -67,9 +67,11 @@ pub(super) fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<()>
     }
 
     let d = p.description();
-    writeln!(out, "{} {}", p.name(), d.version)?;
+    // Everything the component describes itself with is its author's text.
+    use crate::term::safe;
+    writeln!(out, "{} {}", safe(p.name()), safe(&d.version))?;
     if !d.summary.is_empty() {
-        writeln!(out, "{}", d.summary)?;
+        writeln!(out, "{}", safe(&d.summary))?;
     }
     writeln!(out)?;
     writeln!(out, "file       {}", args.file.display())?;
@@ -112,7 +114,7 @@ pub(super) fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<()>
             Some(text) => {
                 writeln!(out, "\n{title}:")?;
                 for line in pretty(text).lines() {
-                    writeln!(out, "  {line}")?;
+                    writeln!(out, "  {}", safe(line))?;
                 }
             }
             None => writeln!(out, "{title}: none published")?,
