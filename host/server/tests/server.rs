@@ -264,6 +264,10 @@ async fn sessions_and_bad_fields() {
     );
     let (status, _) = s.get("/v2/anything").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    let put = s.http.put(s.url("/v1/sessions")).send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let answer: Value = put.json().await.unwrap();
+    assert!(message(&answer).contains("does not take PUT"), "{answer}");
 
     let deleted = s
         .http
