@@ -274,3 +274,37 @@ async fn sessions_commands_talk_to_a_server() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Bad serve settings are refused before anything listens, each with what
+/// to do: a webhook without a signing secret or with a short one, an API
+/// token too short to be safe.
+#[test]
+fn bad_serve_settings_are_refused_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut command = agent_host();
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--store"])
+            .arg(dir.path())
+            .args(extra)
+            .env_remove("AGENT_HOST_API_TOKEN")
+            .env_remove("AGENT_HOST_WEBHOOK_SECRET");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().unwrap();
+        assert!(!out.status.success());
+        assert!(out.stdout.is_empty(), "nothing listened");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let hook = ["--webhook", "http://127.0.0.1:9/hook"];
+    let e = serve(&[], &hook);
+    assert!(e.contains("AGENT_HOST_WEBHOOK_SECRET"), "{e}");
+    let e = serve(&[("AGENT_HOST_WEBHOOK_SECRET", "short")], &hook);
+    assert!(e.contains("at least 16"), "{e}");
+    let e = serve(&[("AGENT_HOST_API_TOKEN", "tiny")], &[]);
+    assert!(
+        e.contains("AGENT_HOST_API_TOKEN") && e.contains("16"),
+        "{e}"
+    );
+}

@@ -374,15 +374,15 @@ impl Runtime {
     pub fn load_hook(&self, source: &str, bytes: &[u8], options: HookOptions) -> Result<Hook> {
         let start = Instant::now();
         self.check_component(source, bytes, &options.limits)?;
-        if let Some(config) = &options.config {
-            serde_json::from_str::<serde_json::Value>(config)
-                .with_context(|| format!("the configuration for {source} is not valid JSON"))?;
-        }
+        check_config(source, options.config.as_deref())?;
         let (component, hash, compile) = self.compile(source, bytes)?;
 
         let ty = component.component_type();
-        if ty.get_export(&self.engine, HOOK_INTERFACE).is_none() {
-            let exports: Vec<&str> = ty.exports(&self.engine).map(|(n, _)| n).collect();
+        if ty
+            .get_export(&self.sandbox.engine, HOOK_INTERFACE)
+            .is_none()
+        {
+            let exports: Vec<&str> = ty.exports(&self.sandbox.engine).map(|(n, _)| n).collect();
             let hint = if exports.contains(&bindings::PROCESSOR_INTERFACE) {
                 "it is a history processor, not a session hook"
             } else {
@@ -393,14 +393,15 @@ impl Runtime {
                 exports_list(&exports),
             );
         }
-        let imports =
-            wasi::audit(ty.imports(&self.engine).map(|(name, _)| name)).map_err(|name| {
+        let imports = wasi::audit(ty.imports(&self.sandbox.engine).map(|(name, _)| name)).map_err(
+            |name| {
                 anyhow!(
                     "{source} imports `{name}`, which agent-host cannot grant: session hooks \
                      may import {} and WASI 0.2 (always closed)",
                     bindings::HOST_INTERFACE
                 )
-            })?;
+            },
+        )?;
         let on_event = component
             .get_export_index(None, HOOK_INTERFACE)
             .and_then(|i| component.get_export_index(Some(&i), "on-event"))
@@ -409,7 +410,7 @@ impl Runtime {
             .iter()
             .any(|i| matches!(i.serves, ImportUse::Wasi { .. }));
 
-        let mut linker = Linker::<State>::new(&self.engine);
+        let mut linker = Linker::<State>::new(&self.sandbox.engine);
         SessionHook::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(anyhow::Error::from)
             .context("linking the host interface")?;

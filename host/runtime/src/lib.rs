@@ -136,10 +136,10 @@ pub struct RunOutcome {
 
 /// The processor runtime. See the [module documentation](self).
 pub struct Runtime {
-    engine: Engine,
     cache: Option<CompileCache>,
     config: RuntimeConfig,
-    /// The engine again, with the deadline ticker and what every call needs.
+    /// The engine, the deadline ticker and what every call needs (shared
+    /// with the hooks this runtime loads).
     sandbox: Sandbox,
 }
 
@@ -172,14 +172,13 @@ impl Runtime {
             .map(|root| CompileCache::new(root, &engine));
         let ticker = Ticker::start(&engine, config.epoch_tick)?;
         let sandbox = Sandbox {
-            engine: engine.clone(),
+            engine,
             tick: config.epoch_tick,
             stack: config.max_wasm_stack,
             counter: Arc::clone(&config.counter),
             _ticker: Arc::new(ticker),
         };
         Ok(Runtime {
-            engine,
             cache,
             config,
             sandbox,
@@ -278,8 +277,8 @@ impl Runtime {
     ) -> Result<(wasmtime::component::Component, String, CacheOutcome)> {
         let hash = cache::sha256_hex(bytes);
         let (component, compile) = match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.engine, &hash, bytes),
-            None => wasmtime::component::Component::new(&self.engine, bytes)
+            Some(cache) => cache.load_or_compile(&self.sandbox.engine, &hash, bytes),
+            None => wasmtime::component::Component::new(&self.sandbox.engine, bytes)
                 .map(|c| (c, CacheOutcome::CompiledUncached))
                 .map_err(anyhow::Error::from),
         }
@@ -294,10 +293,7 @@ impl Runtime {
     pub fn load(&self, source: &str, bytes: &[u8], options: ProcessorOptions) -> Result<Processor> {
         let start = Instant::now();
         self.check_component(source, bytes, &options.limits)?;
-        if let Some(config) = &options.config {
-            serde_json::from_str::<serde_json::Value>(config)
-                .with_context(|| format!("the configuration for {source} is not valid JSON"))?;
-        }
+        check_config(source, options.config.as_deref())?;
         let mut dirs = Vec::with_capacity(options.grants.read_dirs.len());
         for dir in &options.grants.read_dirs {
             let canonical = dir
@@ -314,19 +310,20 @@ impl Runtime {
         let (component, hash, compile) = self.compile(source, bytes)?;
 
         let ty = component.component_type();
-        let imports =
-            wasi::audit(ty.imports(&self.engine).map(|(name, _)| name)).map_err(|name| {
+        let imports = wasi::audit(ty.imports(&self.sandbox.engine).map(|(name, _)| name)).map_err(
+            |name| {
                 anyhow!(
                     "{source} imports `{name}`, which agent-host cannot grant: processors may \
                  import {} and WASI 0.2 (closed unless granted)",
                     bindings::HOST_INTERFACE
                 )
-            })?;
+            },
+        )?;
         if ty
-            .get_export(&self.engine, bindings::PROCESSOR_INTERFACE)
+            .get_export(&self.sandbox.engine, bindings::PROCESSOR_INTERFACE)
             .is_none()
         {
-            let exports: Vec<&str> = ty.exports(&self.engine).map(|(n, _)| n).collect();
+            let exports: Vec<&str> = ty.exports(&self.sandbox.engine).map(|(n, _)| n).collect();
             let hint = if exports.contains(&hook::HOOK_INTERFACE) {
                 "it is a session hook: load it with `Runtime::load_hook`"
             } else {
@@ -351,7 +348,7 @@ impl Runtime {
             .iter()
             .any(|i| matches!(i.serves, ImportUse::Wasi { .. }));
 
-        let mut linker = Linker::<State>::new(&self.engine);
+        let mut linker = Linker::<State>::new(&self.sandbox.engine);
         HistoryProcessor::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(anyhow::Error::from)
             .context("linking the host interface")?;
@@ -557,6 +554,16 @@ impl Runtime {
             failure: None,
         }
     }
+}
+
+/// Refuses a component's configuration that is not JSON, at load rather
+/// than at every call.
+fn check_config(source: &str, config: Option<&str>) -> Result<()> {
+    if let Some(config) = config {
+        serde_json::from_str::<serde_json::Value>(config)
+            .with_context(|| format!("the configuration for {source} is not valid JSON"))?;
+    }
+    Ok(())
 }
 
 /// The names of a component's exports, for an error message.

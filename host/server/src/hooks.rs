@@ -20,8 +20,7 @@ use std::time::Duration;
 
 use agent_host_api::SessionView;
 use agent_host_core::Message;
-use agent_host_core::format::jsonl;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -35,19 +34,31 @@ use crate::metrics::Metrics;
 /// The events hooks receive (the runtime's, shared with hook components).
 pub use agent_host_runtime::HookKind;
 
-/// One event for the hooks.
+/// One event for the hooks: the session as the API shows it (for webhooks),
+/// and the event as hook components receive it.
 #[derive(Clone, Debug)]
 pub struct HookEvent {
-    /// What happened.
-    pub kind: HookKind,
     /// The session, as it is after the event (before it, for a delete).
     pub session: SessionView,
-    /// The messages concerned (saved, or about to be covered).
-    pub messages: Vec<Message>,
-    /// The channel of the request, when it named one.
-    pub channel: Option<String>,
-    /// When it happened.
-    pub at: DateTime<Utc>,
+    /// What happened: its kind, the messages concerned (saved, or about to
+    /// be covered), the request's channel and the time.
+    pub event: agent_host_runtime::HookEvent,
+}
+
+impl HookEvent {
+    /// An event of `kind` about `session`, happening now.
+    pub fn new(
+        kind: HookKind,
+        session: SessionView,
+        messages: Vec<Message>,
+        channel: Option<String>,
+    ) -> Self {
+        let mut event = agent_host_runtime::HookEvent::new(kind, session.id, &session.agent);
+        event.key.clone_from(&session.key);
+        event.messages = messages;
+        event.channel = channel;
+        HookEvent { session, event }
+    }
 }
 
 /// A webhook's configuration.
@@ -153,14 +164,8 @@ impl SessionHook for ComponentHook {
     }
 
     fn call(&self, event: &HookEvent) -> Result<(), String> {
-        let mut call =
-            agent_host_runtime::HookEvent::new(event.kind, event.session.id, &event.session.agent);
-        call.key.clone_from(&event.session.key);
-        call.channel.clone_from(&event.channel);
-        call.messages.clone_from(&event.messages);
-        call.at = event.at;
         self.0
-            .call(&call)
+            .call(&event.event)
             .map(drop)
             .map_err(|e| crate::error::chain(&e))
     }
@@ -245,7 +250,7 @@ impl Hooks {
         for hook in &self.webhooks {
             let delivery = Delivery {
                 id: Uuid::new_v4(),
-                kind: event.kind,
+                kind: event.event.kind,
                 session,
                 body: body.clone(),
             };
@@ -258,7 +263,7 @@ impl Hooks {
                 self.bus.publish(
                     "hook_failed",
                     Some(session),
-                    json!({"hook": hook.name, "kind": event.kind.as_str(), "error": format!("not delivered: {why}")}),
+                    json!({"hook": hook.name, "kind": event.event.kind.as_str(), "error": format!("not delivered: {why}")}),
                 );
             }
         }
@@ -274,7 +279,7 @@ impl Hooks {
                     self.bus.publish(
                         "hook_failed",
                         Some(session),
-                        json!({"hook": hook.hook.name(), "kind": event.kind.as_str(), "error": format!("not called: {why}")}),
+                        json!({"hook": hook.hook.name(), "kind": event.event.kind.as_str(), "error": format!("not called: {why}")}),
                     );
                 }
             }
@@ -302,20 +307,13 @@ fn webhook_name(url: &reqwest::Url) -> String {
 
 /// The JSON a webhook receives.
 pub fn payload(event: &HookEvent) -> Value {
-    let messages: Vec<Value> = event
-        .messages
-        .iter()
-        .map(|m| {
-            let mut line = Vec::new();
-            jsonl::write_line(m, &mut line);
-            serde_json::from_slice(&line).unwrap_or(Value::Null)
-        })
-        .collect();
+    let e = &event.event;
+    let messages: Vec<_> = e.messages.iter().map(crate::record).collect();
     json!({
-        "event": event.kind.as_str(),
-        "at": event.at,
+        "event": e.kind.as_str(),
+        "at": e.at,
         "session": event.session,
-        "channel": event.channel,
+        "channel": e.channel,
         "messages": messages,
     })
 }
@@ -344,7 +342,7 @@ async fn call_all(
                 bus.publish(
                     "hook_failed",
                     Some(event.session.id),
-                    json!({"hook": name, "kind": event.kind.as_str(), "error": error}),
+                    json!({"hook": name, "kind": event.event.kind.as_str(), "error": error}),
                 );
             }
             Err(e) => {
@@ -352,7 +350,7 @@ async fn call_all(
                 bus.publish(
                     "hook_failed",
                     Some(event.session.id),
-                    json!({"hook": name, "kind": event.kind.as_str(), "error": format!("the hook's call panicked: {e}")}),
+                    json!({"hook": name, "kind": event.event.kind.as_str(), "error": format!("the hook's call panicked: {e}")}),
                 );
             }
         }

@@ -38,13 +38,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_host_core::ErrorKind;
+use agent_host_core::format::jsonl;
+use agent_host_core::{ErrorKind, Message};
 use agent_host_engine::Engine;
 use axum::Router;
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use serde_json::value::RawValue;
 
 pub mod auth;
 mod body;
@@ -238,6 +240,17 @@ impl Server {
     }
 }
 
+/// A message as its native record.
+pub(crate) fn record(m: &Message) -> Box<RawValue> {
+    let mut line = Vec::new();
+    jsonl::write_line(m, &mut line);
+    while line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    let text = String::from_utf8(line).expect("a record is UTF-8");
+    RawValue::from_string(text).expect("a record is JSON")
+}
+
 /// Refuses to serve a non-loopback address without tokens.
 pub fn check_exposure(addr: SocketAddr, config: &ServerConfig) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && config.tokens.is_empty() {
@@ -321,6 +334,5 @@ async fn sweep(state: Shared) {
         if released > 0 {
             tracing::debug!(released, "idle sessions released from memory");
         }
-        state.metrics.sessions(state.index.len(), state.hot.len());
     }
 }

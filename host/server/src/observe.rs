@@ -47,13 +47,12 @@ pub(crate) fn created(
         Some(meta.id),
         serde_json::to_value(&view).unwrap_or_default(),
     );
-    state.hooks.fire(HookEvent {
-        kind: HookKind::SessionCreate,
-        session: view.clone(),
-        messages: Vec::new(),
+    state.hooks.fire(HookEvent::new(
+        HookKind::SessionCreate,
+        view.clone(),
+        Vec::new(),
         channel,
-        at: Utc::now(),
-    });
+    ));
     view
 }
 
@@ -72,13 +71,12 @@ pub(crate) fn saved(
         Some(meta.id),
         json!({"ids": ids, "message_count": meta.message_count}),
     );
-    state.hooks.fire(HookEvent {
-        kind: HookKind::SessionSave,
-        session: view.clone(),
+    state.hooks.fire(HookEvent::new(
+        HookKind::SessionSave,
+        view.clone(),
         messages,
         channel,
-        at: Utc::now(),
-    });
+    ));
     view
 }
 
@@ -94,13 +92,12 @@ pub(crate) fn deleted(state: &AppState, meta: &SessionMeta) {
         Some(meta.id),
         json!({"key": meta.key, "agent": meta.agent}),
     );
-    state.hooks.fire(HookEvent {
-        kind: HookKind::SessionDelete,
-        session: view,
-        messages: Vec::new(),
-        channel: None,
-        at: Utc::now(),
-    });
+    state.hooks.fire(HookEvent::new(
+        HookKind::SessionDelete,
+        view,
+        Vec::new(),
+        None,
+    ));
 }
 
 /// What a turn's or a summary's engine events become: events and metrics
@@ -118,13 +115,12 @@ impl Observer for EngineObserver {
         let state = &self.state;
         match event {
             EngineEvent::BeforeCompaction { messages, .. } => {
-                state.hooks.fire(HookEvent {
-                    kind: HookKind::BeforeCompaction,
-                    session: self.view.clone(),
-                    messages: messages.clone(),
-                    channel: self.channel.clone(),
-                    at: Utc::now(),
-                });
+                state.hooks.fire(HookEvent::new(
+                    HookKind::BeforeCompaction,
+                    self.view.clone(),
+                    messages.clone(),
+                    self.channel.clone(),
+                ));
             }
             EngineEvent::ContextCompacted {
                 covered,

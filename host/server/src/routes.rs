@@ -22,7 +22,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::Utc;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -30,7 +29,7 @@ use crate::body::{JsonBody, QueryArgs};
 use crate::error::{ApiError, ApiResult};
 use crate::hot::Fingerprint;
 use crate::index::{Change, PageQuery};
-use crate::{ChannelScope, Shared, observe};
+use crate::{ChannelScope, Shared, observe, record};
 
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
@@ -568,17 +567,6 @@ fn query_of(args: &MessagesArgs) -> ApiResult<Query> {
         limit,
         include_forwarded,
     })
-}
-
-/// A message as its native record.
-fn record(m: &Message) -> Box<RawValue> {
-    let mut line = Vec::new();
-    jsonl::write_line(m, &mut line);
-    while line.last() == Some(&b'\n') {
-        line.pop();
-    }
-    let text = String::from_utf8(line).expect("a record is UTF-8");
-    RawValue::from_string(text).expect("a record is JSON")
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{session}/messages", tag = "messages",

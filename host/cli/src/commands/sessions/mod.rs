@@ -447,17 +447,37 @@ fn show(args: &ShowArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "title: {}", shown(title))?;
     }
     writeln!(out)?;
+    let rows: Vec<(Option<usize>, &Message)> =
+        found.into_iter().map(|(i, m)| (Some(i), m)).collect();
+    message_table(out, &rows)
+}
+
+/// The message table of `sessions show`: a line a message, led by its
+/// position in the log when it is known.
+pub(super) fn message_table(out: &mut dyn Write, rows: &[(Option<usize>, &Message)]) -> Result<()> {
+    let numbered = rows.iter().any(|(i, _)| i.is_some());
+    let number = |i: Option<usize>| match (numbered, i) {
+        (false, _) => String::new(),
+        (true, Some(i)) => format!("{i:>5}  "),
+        (true, None) => format!("{:>5}  ", "-"),
+    };
     let counter = HeuristicCounter::default();
+    let head = if numbered {
+        format!("{:>5}  ", "#")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "{:>5}  {:<19}  {:<10} {:>7}  text",
-        "#", "time (UTC)", "role", "tokens"
+        "{head}{:<19}  {:<10} {:>7}  text",
+        "time (UTC)", "role", "tokens"
     )?;
-    for (i, m) in found {
+    for &(i, m) in rows {
         let at = m.timestamp.map(time).unwrap_or_else(|| "-".to_owned());
         writeln!(
             out,
-            "{i:>5}  {at:<19}  {:<10} {:>7}  {}",
+            "{}{at:<19}  {:<10} {:>7}  {}",
+            number(i),
             m.role.as_str(),
             m.tokens(&counter),
             crate::preview(m)

@@ -4,8 +4,8 @@
 use std::io::Write;
 
 use agent_host_api::{ErrorBody, SessionList, SessionView};
+use agent_host_core::Message;
 use agent_host_core::format::jsonl;
-use agent_host_core::{HeuristicCounter, Message};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -230,26 +230,8 @@ fn show(remote: &Remote, args: &ShowArgs, out: &mut dyn Write) -> Result<()> {
         messages.len()
     )?;
     writeln!(out)?;
-    let counter = HeuristicCounter::default();
-    writeln!(
-        out,
-        "{:<19}  {:<10} {:>7}  text",
-        "time (UTC)", "role", "tokens"
-    )?;
-    for m in &messages {
-        let at = m
-            .timestamp
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-            .unwrap_or_else(|| "-".to_owned());
-        writeln!(
-            out,
-            "{at:<19}  {:<10} {:>7}  {}",
-            m.role.as_str(),
-            m.tokens(&counter),
-            crate::preview(m)
-        )?;
-    }
-    Ok(())
+    let rows: Vec<(Option<usize>, &Message)> = messages.iter().map(|m| (None, m)).collect();
+    super::message_table(out, &rows)
 }
 
 fn export(remote: &Remote, args: &ExportArgs, out: &mut dyn Write) -> Result<()> {
