@@ -70,6 +70,14 @@ impl IntoResponse for ApiError {
             tracing::warn!(kind = %self.kind, "{}", self.message);
         }
         let mut response = (status, Json(ErrorBody::new(self.kind, self.message))).into_response();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body was not read: the connection cannot carry
+            // another request, and the client must not try to reuse it.
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -73,6 +73,27 @@ async fn start(config: ServerConfig) -> Running {
     start_with(config, EngineConfig::default()).await
 }
 
+/// Reads an event stream until `done` holds for what arrived, failing with
+/// `what` after `seconds`.
+async fn read_events_until(
+    events: &mut reqwest::Response,
+    seconds: u64,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let mut text = String::new();
+    while !done(&text) {
+        let chunk = tokio::time::timeout_at(deadline, events.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: only {text}"))
+            .unwrap()
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    text
+}
+
 fn message(field: &Value) -> &str {
     field["error"]["message"].as_str().unwrap_or_default()
 }
@@ -249,13 +270,18 @@ async fn sessions_and_bad_fields() {
     assert_eq!(reply.status(), StatusCode::BAD_REQUEST);
     assert!(message(&reply.json().await.unwrap()).starts_with("content-type:"));
     let huge = "x".repeat(17 * 1024 * 1024);
-    let (status, answer) = s
-        .post(
-            "/v1/sessions/telegram:1/messages",
-            json!({"messages": [{"role": "user", "content": huge}]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+    let reply = s
+        .http
+        .post(s.url("/v1/sessions/telegram:1/messages"))
+        .json(&json!({"messages": [{"role": "user", "content": huge}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // The unread rest of the body makes the connection unusable: the client
+    // is told not to send another request on it.
+    assert_eq!(reply.headers()["connection"], "close");
+    let answer: Value = reply.json().await.unwrap();
     assert_eq!(answer["error"]["kind"], "limit_exceeded");
     let (status, answer) = s.get("/v1/sessions/no-such-key").await;
     assert_eq!(
@@ -666,16 +692,10 @@ async fn hooks_fire_once_per_event_and_failures_are_events() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The failing webhook: eight hook_failed events on the stream, among the others.
-    let mut text = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while text.matches("event: hook_failed").count() < 8 {
-        let chunk = tokio::time::timeout_at(deadline, events.chunk())
-            .await
-            .expect("hook_failed events arrive")
-            .unwrap()
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let text = read_events_until(&mut events, 10, "hook_failed events arrive", |text| {
+        text.matches("event: hook_failed").count() >= 8
+    })
+    .await;
     for event in [
         "session_created",
         "session_saved",
@@ -717,15 +737,10 @@ async fn sessions_go_idle_and_wake_up() {
     .await;
     let (_, active) = s.get("/v1/sessions/sleepy").await;
     assert_eq!(active["state"], "active");
-    let mut text = String::new();
-    while !text.contains("\"to\":\"idle\"") {
-        let chunk = tokio::time::timeout(Duration::from_secs(5), events.chunk())
-            .await
-            .expect("the session goes idle")
-            .unwrap()
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let text = read_events_until(&mut events, 5, "the session goes idle", |text| {
+        text.contains("\"to\":\"idle\"")
+    })
+    .await;
     assert!(text.contains("event: state_changed"), "{text}");
     let (_, idle) = s.get("/v1/sessions?state=idle").await;
     assert_eq!(idle["sessions"][0]["id"], id.as_str());
@@ -866,16 +881,13 @@ async fn component_hooks_run_sandboxed_once_per_event() {
             .await;
         assert_eq!(status, StatusCode::CREATED);
     }
-    let mut text = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while text.matches("event: hook_failed").count() < 6 {
-        let chunk = tokio::time::timeout_at(deadline, events.chunk())
-            .await
-            .expect("six hook failures: create and save of fail, trap and spin")
-            .unwrap()
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    read_events_until(
+        &mut events,
+        20,
+        "six hook failures: create and save of fail, trap and spin",
+        |text| text.matches("event: hook_failed").count() >= 6,
+    )
+    .await;
     drop(events);
     // The good session's two events were delivered, once each.
     let metrics = s
