@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Output, Stdio};
 
+use agent_host_config::TrustList;
 use agent_host_store::{FileStore, SessionRef, SessionStore};
 use serde_json::Value;
 
@@ -43,9 +44,17 @@ impl Setup {
     /// Runs `agent-host ARGS` in the folder (so its agent-host.toml and
     /// .agent-host/ are used), feeding `stdin`.
     fn run(&self, args: &[&str], stdin: &str) -> Output {
+        // The folder's file names an endpoint and a key variable: the user
+        // trusts it (as it is now) before running there.
+        let user = self.path().join("user-config");
+        let file = self.path().join("agent-host.toml");
+        let mut trusted = TrustList::load(Some(&user.join("agent-host"))).unwrap();
+        trusted.trust(&file, &std::fs::read_to_string(&file).unwrap());
+        trusted.save(&user.join("agent-host")).unwrap();
         let mut child = agent_host()
             .args(args)
             .current_dir(self.path())
+            .env("XDG_CONFIG_HOME", &user)
             .env("TEST_LLM_KEY", "sk-test-123")
             .env_remove("AGENT_HOST_STORE")
             .stdin(Stdio::piped())
@@ -739,6 +748,8 @@ fn bad_turn_inputs_exit_with_their_codes() {
     let no_key = command
         .args(["run", "--session", "k", "--message", "hi"])
         .current_dir(setup.path())
+        // Trusted by the run above.
+        .env("XDG_CONFIG_HOME", setup.path().join("user-config"))
         .env_remove("TEST_LLM_KEY")
         .output()
         .unwrap();

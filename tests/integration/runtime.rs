@@ -58,8 +58,11 @@ fn contained(path: &str, options: ProcessorOptions) -> Cause {
     let start = Instant::now();
     let out = runtime().run(std::slice::from_ref(&p), &RunInfo::default(), input.clone());
     let took = start.elapsed();
+    // The cause the caller checks is what proves containment; the clock is
+    // a backstop against a guest left to run, with room for a loaded
+    // machine (CI on two cores once took 532 ms under a 250 ms deadline).
     assert!(
-        took < deadline * 2,
+        took < deadline * 2 + Duration::from_millis(1500),
         "{path} took {took:?}, deadline {deadline:?}"
     );
     assert_eq!(out.messages, input, "{path}: the input must stand");

@@ -8,6 +8,7 @@
 //! `agent-host.toml:4: unknown key `context.pruning.soft_ratioo``.
 
 use std::fmt;
+use std::io::Read;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,10 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::{ConfigError, SummarizerKind};
+
+/// The largest configuration file read: real ones are a few KiB; a planted
+/// huge (or endless) file is refused instead of filling memory.
+const MAX_FILE: u64 = 1 << 20;
 use agent_host_provider::{MaxTokensField, ProviderKind};
 use agent_host_runtime::{FailurePolicy, InvalidPolicy};
 
@@ -276,9 +281,28 @@ pub(super) struct Document {
 impl Document {
     /// Reads and parses the file at `path`.
     pub fn read(path: &Path) -> Result<Document> {
-        let text = std::fs::read_to_string(path)
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE + 1).read_to_string(&mut text))
             .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+        if text.len() as u64 > MAX_FILE {
+            return Err(ConfigError {
+                file: Some(path.to_owned()),
+                line: None,
+                key: None,
+                message: format!(
+                    "the configuration file is larger than {} MiB: it is not an agent-host.toml",
+                    MAX_FILE >> 20
+                ),
+            }
+            .into());
+        }
         Ok(Document::parse(path, text)?)
+    }
+
+    /// The file's text, as read and parsed.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// Parses `text`, read from `path`; errors name the key, the file and

@@ -25,6 +25,18 @@
 //! Only the first found is read: two files are never merged, so what a file
 //! says is what runs. A file named by `--config` or [`CONFIG_ENV`] must exist.
 //!
+//! # Trust
+//!
+//! A file found in the working directory may come with a cloned repository.
+//! The keys of it that choose where requests go, which secret is sent, where
+//! sessions are written or which folders a processor reads
+//! (`provider.base_url`, `provider.api_key_env`, `store.path`,
+//! `processors[].allow_dirs`) are honoured only when the [`TrustList`]
+//! trusts the file's path and content (`agent-host config trust`);
+//! otherwise loading fails with a [`ConfigError`] naming the file and the
+//! keys. No file names a processor crate to build: building runs native
+//! code.
+//!
 //! # The file
 //!
 //! ```toml
@@ -72,6 +84,9 @@
 mod file;
 mod merge;
 mod show;
+mod trust;
+
+pub use trust::{TRUST_FILE, TrustList, TrustState};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -129,6 +144,16 @@ pub fn store_spec(flag: Option<&str>) -> String {
         Ok(spec) if !spec.is_empty() => spec,
         _ => DEFAULT_STORE.to_owned(),
     }
+}
+
+/// Reads and checks the configuration file at `path` for
+/// `agent-host config trust`: its text (what trust is recorded for) and the
+/// keys needing trust it sets, with their values as written. A file that
+/// does not parse is an error: there is nothing to review in it.
+pub fn read_for_trust(path: &Path) -> Result<(String, Vec<(String, String)>)> {
+    let doc = Document::read(path)?;
+    let keys = trust::sensitive_settings(&doc.raw);
+    Ok((doc.text().to_owned(), keys))
 }
 
 /// Where API keys come from for the command line: the environment, read
@@ -543,6 +568,9 @@ pub struct Settings {
     found_by: Option<FoundBy>,
     /// Dotted key -> origin, for every effective value.
     sources: BTreeMap<String, Origin>,
+    /// The trust check of a file in the working directory (see
+    /// [`TrustList`]).
+    trust: trust::TrustCheck,
 }
 
 impl Settings {
@@ -566,8 +594,33 @@ impl Settings {
         )
     }
 
+    /// [`Settings::load`] for showing a configuration, never for running
+    /// one: keys that an untrusted file in the working directory sets are
+    /// kept, and [`Settings::untrusted`] lists them.
+    pub fn load_for_show(
+        explicit: Option<&Path>,
+        overrides: &Overrides,
+        store_flag: Option<&str>,
+    ) -> Result<Settings> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
+        Settings::read(
+            explicit,
+            overrides,
+            store_flag,
+            &|name| std::env::var(name).ok(),
+            &cwd,
+            user_config_dir().as_deref(),
+        )
+    }
+
     /// [`Settings::load`] with the environment, working directory and user
     /// configuration folder given, for tests and embedders.
+    ///
+    /// A file found in the working directory that sets keys choosing
+    /// endpoints, secrets, the store or a processor's folders is refused
+    /// (a [`ConfigError`] naming the file and the keys) unless the
+    /// [`TrustList`] in `user_config_dir` trusts its content.
     ///
     /// ```
     /// use agent_host_config::{Origin, Overrides, Settings};
@@ -586,6 +639,22 @@ impl Settings {
     /// # Ok::<(), anyhow::Error>(())
     /// ```
     pub fn load_with(
+        explicit: Option<&Path>,
+        overrides: &Overrides,
+        store_flag: Option<&str>,
+        env: &dyn Fn(&str) -> Option<String>,
+        cwd: &Path,
+        user_config_dir: Option<&Path>,
+    ) -> Result<Settings> {
+        let settings = Settings::read(explicit, overrides, store_flag, env, cwd, user_config_dir)?;
+        match settings.trust.error {
+            Some(e) => Err(e.into()),
+            None => Ok(settings),
+        }
+    }
+
+    /// The merge, with the trust check recorded but not enforced.
+    fn read(
         explicit: Option<&Path>,
         overrides: &Overrides,
         store_flag: Option<&str>,
@@ -619,6 +688,12 @@ impl Settings {
         );
         let processors = merge.processors(raw);
         merge.check(&context, provider.as_ref(), &store, &processors)?;
+        let trust = match (&found, &doc) {
+            (Some(found), Some(doc)) if found.found_by == FoundBy::WorkingDir => {
+                trust::check(doc, &merge.sources, user_config_dir)?
+            }
+            _ => trust::TrustCheck::default(),
+        };
 
         Ok(Settings {
             context,
@@ -628,7 +703,23 @@ impl Settings {
             file: found.as_ref().map(|f| f.path.clone()),
             found_by: found.map(|f| f.found_by),
             sources: merge.sources,
+            trust,
         })
+    }
+
+    /// What the trust list says of the file read, when it is in the working
+    /// directory and sets keys that need trust; `None` otherwise (no file,
+    /// a file the user named or keeps in the user configuration folder, or
+    /// one that sets nothing needing trust).
+    pub fn trust(&self) -> Option<TrustState> {
+        self.trust.state
+    }
+
+    /// The keys (with their values as written) that an untrusted file in
+    /// the working directory sets and that would be in force: what
+    /// [`Settings::load`] refuses and [`Settings::load_for_show`] shows.
+    pub fn untrusted(&self) -> &[(String, String)] {
+        &self.trust.untrusted
     }
 
     /// Where the value of dotted `key` (`context.context_limit`,

@@ -626,6 +626,23 @@ impl Merge<'_> {
             at_least(&key("deadline_ms"), deadline, 1, "")?;
             let mib = (p.options.limits.memory_bytes >> 20) as u64;
             at_least(&key("memory_mib"), mib, 1, "")?;
+            // Building a crate runs its build scripts natively, outside any
+            // sandbox: a file never makes that happen.
+            let is_crate = p.path.is_dir() || p.path.file_name().is_some_and(|n| n == "Cargo.toml");
+            if is_crate {
+                return fail(
+                    &key("path"),
+                    format!(
+                        "`{}` = {} is a folder or a Cargo.toml, not a component: a configuration \
+                         file names built components only, since building a crate runs its build \
+                         scripts natively. Build it with `agent-host processor build {}` and name \
+                         the .wasm it writes",
+                        key("path"),
+                        p.path.display(),
+                        p.path.display()
+                    ),
+                );
+            }
         }
         Ok(())
     }

@@ -182,6 +182,16 @@ impl Settings {
             }
             _ => out.push_str("# no configuration file: defaults, environment and flags\n"),
         }
+        if let Some(state) = self.trust() {
+            if self.untrusted().is_empty() {
+                out.push_str("# trusted: its endpoint, secret, store and folder keys apply\n");
+            } else {
+                out.push_str(&format!(
+                    "# {state}: the keys marked NOT TRUSTED stop every other command until you \
+                     run `agent-host config trust`\n"
+                ));
+            }
+        }
         let entries = self.entries();
         let width = entries
             .iter()
@@ -215,7 +225,11 @@ impl Settings {
                 }
             }
             // The header names the file: its path on every line is noise.
-            let origin = match self.origin(&e.key()) {
+            let key = e.key();
+            let origin = match self.origin(&key) {
+                Some(Origin::File(_)) if self.untrusted().iter().any(|(k, _)| *k == key) => {
+                    "file, NOT TRUSTED".to_owned()
+                }
                 Some(Origin::File(_)) => "file".to_owned(),
                 Some(origin) => origin.to_string(),
                 None => Origin::Default.to_string(),
@@ -245,8 +259,11 @@ impl Settings {
             });
             values.insert(key, json!({ "value": value, "origin": origin }));
         }
+        let untrusted: Vec<&str> = self.untrusted().iter().map(|(k, _)| k.as_str()).collect();
         json!({
             "file": self.file.as_ref().map(|p| p.display().to_string()),
+            "trust": self.trust().map(|t| t.to_string()),
+            "untrusted_keys": untrusted,
             "provider_configured": self.provider.is_some(),
             "values": values,
         })
