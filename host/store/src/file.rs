@@ -25,9 +25,9 @@
 //! complete, but an interrupted turn is not rolled back (there is no turn
 //! commit marker in the log; SQLite's transactions do roll back). Metadata is replaced by
 //! writing a temporary file in the same folder, `fsync`, `rename` over, and
-//! `fsync` of the folder; that synced file also becomes `<name>.meta.json.bak`
-//! (a hard link, or a synced copy where links are refused; the store never
-//! writes a metadata file in place, so the link stays the synced version).
+//! `fsync` of the folder; the same bytes, written and synced the same way
+//! just before, are `<name>.meta.json.bak`: a file of its own, never a hard
+//! link to the metadata's inode, so damage to one never reaches the other.
 //!
 //! An append does not touch the metadata file. Its count and `updated` go to
 //! `<name>.state`, a fixed-size record (magic, version, the session's id, the
@@ -59,10 +59,31 @@
 //! has that tail copied to the sidecar with its offset and cut off, before
 //! any append and on load, so an append never glues onto a broken tail. A
 //! malformed line elsewhere is reported with its line number, copied to the
-//! sidecar once, and skipped; the log itself is never rewritten. Clearing a
-//! session truncates its log to zero under the exclusive lock (a writer in
-//! another process holds the same inode, so its next `O_APPEND` write lands
-//! at the new end instead of in a file swapped out from under it).
+//! sidecar once, and skipped; the log itself is never rewritten.
+//!
+//! **Clearing.** Under the exclusive lock, the cleared metadata (no
+//! checkpoints, a count of 0) is written first, marked `"clearing": true`:
+//! that durable write is the clear's commit point. Then the log is truncated
+//! to zero (a writer in another process holds the same inode, so its next
+//! `O_APPEND` write lands at the new end instead of in a file swapped out
+//! from under it), the sidecar and media are removed, and the metadata is
+//! written again without the mark. Metadata that carries the mark reads as
+//! the cleared session (its state record, still the old count, is not
+//! used), and the next writer or load finishes the clear before anything
+//! else. So a crash at any point leaves the session as it was or cleared:
+//! never old checkpoints over an emptied log, nor old messages back.
+//!
+//! **Links.** The root is the user's and links in its path are followed;
+//! nothing beneath it is. Every file and folder beneath the root is opened,
+//! created, renamed and removed by one name relative to an open folder
+//! handle, without following a link (`openat` with `O_NOFOLLOW`), and files
+//! are opened `O_NONBLOCK` and checked to be regular files before use: a
+//! symbolic link, FIFO, socket or device where the store keeps a file or
+//! folder is [`StoreError::Refused`], naming it from the root. Listing passes
+//! over an agent folder that is not a folder, and reports metadata it
+//! refuses as a warning. A link is never followed, so its target is never
+//! read or written; a rename or removal replaces or removes the link itself.
+//! See `file/folder.rs`.
 //!
 //! **Tail reads.** [`SessionStore::load_tail`] reads the log's leading
 //! system lines from its start and its lines from the end back, in 64 KiB
@@ -87,7 +108,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -110,10 +131,13 @@ use super::{
 };
 
 mod files;
+mod folder;
 mod meta;
 mod tail;
 
 use files::*;
+pub(crate) use folder::Refusal;
+use folder::{Folder, Kind, OpenAs};
 use meta::*;
 
 /// The version of the metadata file's layout.
@@ -129,6 +153,9 @@ type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 pub struct FileStore {
     root: PathBuf,
     sessions: PathBuf,
+    /// The `sessions` folder, held open: every session's folder is opened
+    /// from it, never through a link.
+    sessions_dir: Folder,
     clock: Clock,
     /// One lock per session log, by path.
     locks: Mutex<HashMap<PathBuf, Arc<RwLock<()>>>>,
@@ -161,31 +188,48 @@ pub struct SessionFiles {
     pub media: PathBuf,
 }
 
-/// Where a session's files are: its agent's folder and its file name.
+/// Where a session's files are: its agent's folder (its path, and its name
+/// in `sessions/`) and its file name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Location {
     dir: PathBuf,
+    folder: String,
     name: String,
 }
 
+/// The suffixes of a session's files after its name.
+const LOG: &str = ".jsonl";
+const META: &str = ".meta.json";
+const BACKUP: &str = ".meta.json.bak";
+const SIDECAR: &str = ".jsonl.corrupt";
+const STATE: &str = ".state";
+const MEDIA: &str = "_media";
+
 impl Location {
+    /// The session's file with `suffix`, by its name in the agent's folder.
+    fn file(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.name)
+    }
+    fn path(&self, suffix: &str) -> PathBuf {
+        self.dir.join(self.file(suffix))
+    }
     fn log(&self) -> PathBuf {
-        self.dir.join(format!("{}.jsonl", self.name))
+        self.path(LOG)
     }
     fn meta(&self) -> PathBuf {
-        self.dir.join(format!("{}.meta.json", self.name))
+        self.path(META)
     }
     fn backup(&self) -> PathBuf {
-        self.dir.join(format!("{}.meta.json.bak", self.name))
+        self.path(BACKUP)
     }
     fn sidecar(&self) -> PathBuf {
-        self.dir.join(format!("{}.jsonl.corrupt", self.name))
+        self.path(SIDECAR)
     }
     fn state(&self) -> PathBuf {
-        self.dir.join(format!("{}.state", self.name))
+        self.path(STATE)
     }
     fn media(&self) -> PathBuf {
-        self.dir.join(format!("{}_media", self.name))
+        self.path(MEDIA)
     }
     fn files(&self) -> SessionFiles {
         SessionFiles {
@@ -211,6 +255,11 @@ struct MetaFile {
     meta: SessionMeta,
     #[serde(flatten)]
     extra: Map<String, Value>,
+    /// A clear under way: this is the cleared session's metadata already;
+    /// its log, sidecar and media are still to be emptied, by the clear or,
+    /// should it crash first, by the next writer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    clearing: bool,
     /// Read from the backup, the metadata file being damaged.
     #[serde(skip)]
     from_backup: bool,
@@ -235,6 +284,8 @@ enum StateNote {
 /// `flock`ed) and its metadata as read under the lock.
 struct Held<'a> {
     loc: &'a Location,
+    /// The session's folder.
+    dir: Folder,
     log: File,
     meta: MetaFile,
     ctx: &'a str,
@@ -251,14 +302,24 @@ enum Access {
 
 impl FileStore {
     /// Opens (creating when missing) the store under `root`.
+    ///
+    /// Links in `root` itself are followed (it is the user's); nothing
+    /// beneath it is: see [`StoreError::Refused`].
     pub fn open(root: impl AsRef<Path>) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
         let sessions = root.join("sessions");
-        create_private_dir(&sessions)
-            .map_err(|e| io_error("cannot create the store folder", &sessions, e))?;
+        create_private_dir(&root)
+            .map_err(|e| io_error("cannot create the store folder", &root, e))?;
+        let sessions_dir = Folder::root(&root)
+            .and_then(|root| {
+                root.create_folder("sessions")?;
+                root.folder("sessions")
+            })
+            .map_err(|e| io_error("cannot open the store folder", &sessions, e))?;
         Ok(FileStore {
             root,
             sessions,
+            sessions_dir,
             clock: Arc::new(Utc::now),
             locks: Mutex::default(),
             ids: Mutex::default(),
@@ -283,11 +344,16 @@ impl FileStore {
     }
 
     /// The session's media folder, created (`0700`) when missing.
+    /// A link or anything but a folder in its place is
+    /// [`StoreError::Refused`].
     pub fn media_dir(&self, session: &SessionRef) -> Result<PathBuf> {
         let (loc, _) = self.find(session)?;
+        let ctx = format!("session {session}");
+        let dir = self.folder_of(&loc, &ctx)?;
         let media = loc.media();
-        create_private_dir(&media)
-            .map_err(|e| io_error(&format!("session {session}: cannot create"), &media, e))?;
+        dir.create_folder(loc.file(MEDIA))
+            .and_then(|_| dir.folder(loc.file(MEDIA)))
+            .map_err(|e| io_error(&format!("{ctx}: cannot create"), &media, e))?;
         Ok(media)
     }
 
@@ -295,8 +361,30 @@ impl FileStore {
         (self.clock)()
     }
 
-    fn agent_dir(&self, agent: &str) -> PathBuf {
-        self.sessions.join(file_name(agent))
+    /// Where the sessions of the agent whose folder is `folder` are.
+    fn location(&self, folder: String, name: String) -> Location {
+        Location {
+            dir: self.sessions.join(&folder),
+            folder,
+            name,
+        }
+    }
+
+    /// The folder of `loc`, opened from `sessions/` (never through a link);
+    /// `None` when it does not exist.
+    fn open_folder(&self, loc: &Location, ctx: &str) -> Result<Option<Folder>> {
+        match self.sessions_dir.folder(&loc.folder) {
+            Ok(dir) => Ok(Some(dir)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error(&format!("{ctx}: cannot open"), &loc.dir, e)),
+        }
+    }
+
+    /// The folder of `loc`, which exists.
+    fn folder_of(&self, loc: &Location, ctx: &str) -> Result<Folder> {
+        self.sessions_dir
+            .folder(&loc.folder)
+            .map_err(|e| io_error(&format!("{ctx}: cannot open"), &loc.dir, e))
     }
 
     fn lock_for(&self, loc: &Location) -> Arc<RwLock<()>> {
@@ -325,11 +413,11 @@ impl FileStore {
         let ctx = format!("session {session}");
         match session {
             SessionRef::Key { agent, key } => {
-                let loc = Location {
-                    dir: self.agent_dir(agent),
-                    name: file_name(key),
+                let loc = self.location(file_name(agent), file_name(key));
+                let Some(dir) = self.open_folder(&loc, &ctx)? else {
+                    return Ok(None);
                 };
-                let Some(file) = read_session(&loc, &ctx)? else {
+                let Some(file) = read_session(&dir, &loc, &ctx)? else {
                     return Ok(None);
                 };
                 check_identity(session, &loc, &file.meta)?;
@@ -342,11 +430,8 @@ impl FileStore {
                 if let Some(found) = self.located_at(self.remembered(id), id, &ctx)? {
                     return Ok(Some(found));
                 }
-                for dir in self.agent_dirs()? {
-                    let loc = Location {
-                        dir,
-                        name: id.to_string(),
-                    };
+                for folder in self.agent_folders()? {
+                    let loc = self.location(folder, id.to_string());
                     if let Some(found) = self.located_at(Some(loc), id, &ctx)? {
                         return Ok(Some(found));
                     }
@@ -359,7 +444,10 @@ impl FileStore {
 
     fn located_at(&self, loc: Option<Location>, id: Uuid, ctx: &str) -> Result<Option<Located>> {
         let Some(loc) = loc else { return Ok(None) };
-        match read_session(&loc, ctx)? {
+        let Some(dir) = self.open_folder(&loc, ctx)? else {
+            return Ok(None);
+        };
+        match read_session(&dir, &loc, ctx)? {
             Some(file) if file.meta.id == id => {
                 self.remember(id, &loc);
                 Ok(Some((loc, file.meta)))
@@ -373,50 +461,66 @@ impl FileStore {
             .ok_or_else(|| StoreError::NotFound(session.clone()))
     }
 
-    fn agent_dirs(&self) -> Result<Vec<PathBuf>> {
-        let entries = fs::read_dir(&self.sessions)
+    /// The names of the agents' folders in `sessions/`: folders only, a
+    /// link (or anything else) is passed over.
+    fn agent_folders(&self) -> Result<Vec<String>> {
+        let entries = self
+            .sessions_dir
+            .entries()
             .map_err(|e| io_error("cannot read the store folder", &self.sessions, e))?;
-        let mut dirs = Vec::new();
-        for entry in entries {
-            let entry =
-                entry.map_err(|e| io_error("cannot read the store folder", &self.sessions, e))?;
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                dirs.push(entry.path());
-            }
-        }
-        Ok(dirs)
+        Ok(entries
+            .into_iter()
+            .filter(|(_, kind)| *kind == Some(Kind::Folder))
+            .filter_map(|(name, _)| name.into_string().ok())
+            .collect())
     }
 
     /// Every session's metadata (of one agent, when given), reading nothing
     /// but metadata files; unreadable ones become warnings.
     fn walk(&self, agent: Option<&str>) -> Result<(Vec<Located>, Vec<StoreWarning>)> {
-        let dirs = match agent {
-            Some(agent) => vec![self.agent_dir(agent)],
-            None => self.agent_dirs()?,
+        let folders = match agent {
+            Some(agent) => vec![file_name(agent)],
+            None => self.agent_folders()?,
         };
         let mut found = Vec::new();
         let mut warnings = Vec::new();
-        for dir in dirs {
-            let entries = match fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error("cannot list sessions in", &dir, e)),
+        let mut not_listed = |path: PathBuf, e: &StoreError| {
+            let warning = StoreWarning {
+                path,
+                line: None,
+                offset: None,
+                detail: format!("not listed: {}", error_chain(e)),
             };
-            for entry in entries {
-                let entry = entry.map_err(|e| io_error("cannot list sessions in", &dir, e))?;
-                let file_name = entry.file_name();
+            tracing::warn!("{warning}");
+            warnings.push(warning);
+        };
+        for folder in folders {
+            let at = self.location(folder, String::new());
+            let listed = self.sessions_dir.folder(&at.folder).and_then(|dir| {
+                let entries = dir.entries()?;
+                Ok((dir, entries))
+            });
+            let (dir, entries) = match listed {
+                Ok(listed) => listed,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => match io_error("cannot list sessions in", &at.dir, e) {
+                    e @ StoreError::Refused { .. } => {
+                        not_listed(at.dir, &e);
+                        continue;
+                    }
+                    e => return Err(e),
+                },
+            };
+            for (file_name, _) in entries {
                 let Some(name) = file_name
                     .to_str()
                     .filter(|n| !n.starts_with('.'))
-                    .and_then(|n| n.strip_suffix(".meta.json"))
+                    .and_then(|n| n.strip_suffix(META))
                 else {
                     continue;
                 };
-                let loc = Location {
-                    dir: dir.clone(),
-                    name: name.to_owned(),
-                };
-                match read_session(&loc, "listing sessions") {
+                let loc = self.location(at.folder.clone(), name.to_owned());
+                match read_session(&dir, &loc, "listing sessions") {
                     Ok(Some(file)) => {
                         if agent.is_none_or(|a| a == file.meta.agent) {
                             self.remember(file.meta.id, &loc);
@@ -425,35 +529,30 @@ impl FileStore {
                     }
                     // Deleted since the folder was read.
                     Ok(None) => {}
-                    Err(e) => {
-                        let warning = StoreWarning {
-                            path: loc.meta(),
-                            line: None,
-                            offset: None,
-                            detail: format!("not listed: {}", error_chain(&e)),
-                        };
-                        tracing::warn!("{warning}");
-                        warnings.push(warning);
-                    }
+                    Err(e) => not_listed(loc.meta(), &e),
                 }
             }
         }
         Ok((found, warnings))
     }
 
-    /// Opens and `flock`s the log at `loc`, making sure the path still names
-    /// the locked file; `None` when there is no log.
-    fn open_log(&self, loc: &Location, access: Access, ctx: &str) -> Result<Option<File>> {
+    /// Opens and `flock`s the log at `loc` in `dir`, making sure its name
+    /// still names the locked file; `None` when there is no log.
+    fn open_log(
+        &self,
+        dir: &Folder,
+        loc: &Location,
+        access: Access,
+        ctx: &str,
+    ) -> Result<Option<File>> {
         let path = loc.log();
+        let name = loc.file(LOG);
+        let how = match access {
+            Access::Read => OpenAs::Read,
+            Access::Write { create } => OpenAs::Append { create },
+        };
         for _ in 0..OPEN_ATTEMPTS {
-            let mut options = OpenOptions::new();
-            options.read(true);
-            if let Access::Write { create } = access {
-                options.append(true).create(create);
-            }
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let file = match options.open(&path) {
+            let file = match dir.open(&name, how) {
                 Ok(file) => file,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(io_error(&format!("{ctx}: cannot open"), &path, e)),
@@ -463,7 +562,8 @@ impl FileStore {
                 Access::Write { .. } => file.lock(),
             };
             locked.map_err(|e| io_error(&format!("{ctx}: cannot lock"), &path, e))?;
-            if is_same_file(&file, &path)
+            if dir
+                .holds(&name, &file)
                 .map_err(|e| io_error(&format!("{ctx}: cannot check"), &path, e))?
             {
                 return Ok(Some(file));
@@ -496,25 +596,62 @@ impl FileStore {
         let ctx = format!("session {session}");
         let lock = self.lock_for(loc);
         let _guard = lock.write().unwrap_or_else(PoisonError::into_inner);
-        let log = match self.open_log(loc, Access::Write { create: false }, &ctx)? {
+        let dir = self
+            .open_folder(loc, &ctx)?
+            .ok_or_else(|| StoreError::NotFound(session.clone()))?;
+        let log = match self.open_log(&dir, loc, Access::Write { create: false }, &ctx)? {
             Some(log) => log,
             // Metadata without a log (removed by hand): an empty log is the truth.
-            None if loc.meta().exists() => self
-                .open_log(loc, Access::Write { create: true }, &ctx)?
-                .ok_or_else(|| StoreError::NotFound(session.clone()))?,
+            None if dir
+                .exists(loc.file(META))
+                .map_err(|e| io_error(&format!("{ctx}: cannot read"), &loc.meta(), e))? =>
+            {
+                self.open_log(&dir, loc, Access::Write { create: true }, &ctx)?
+                    .ok_or_else(|| StoreError::NotFound(session.clone()))?
+            }
             None => return Err(StoreError::NotFound(session.clone())),
         };
-        let meta = read_session(loc, &ctx)?.ok_or_else(|| StoreError::NotFound(session.clone()))?;
+        let meta =
+            read_session(&dir, loc, &ctx)?.ok_or_else(|| StoreError::NotFound(session.clone()))?;
         if !session.matches(&meta.meta) {
             check_identity(session, loc, &meta.meta)?;
             return Err(StoreError::NotFound(session.clone()));
         }
-        f(&mut Held {
+        let mut held = Held {
             loc,
+            dir,
             log,
             meta,
             ctx: &ctx,
-        })
+        };
+        if held.meta.clearing {
+            // A clear that crashed after its metadata: finished first.
+            self.finish_clear(&mut held)?;
+        }
+        f(&mut held)
+    }
+
+    /// Empties the held session's log, sidecar and media under its
+    /// metadata marked `clearing` (durable already), then writes the
+    /// metadata unmarked. A crash anywhere in here leaves the marked
+    /// metadata, so the session reads as cleared and the next writer
+    /// finishes the job: no old message, no old checkpoint comes back.
+    fn finish_clear(&self, held: &mut Held<'_>) -> Result<()> {
+        let ctx = held.ctx;
+        let loc = held.loc;
+        cut(&held.log, 0).map_err(|e| io_error(&format!("{ctx}: cannot clear"), &loc.log(), e))?;
+        crash_point();
+        held.dir
+            .remove_file_if_exists(loc.file(SIDECAR))
+            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.sidecar(), e))?;
+        crash_point();
+        held.dir
+            .remove_tree_if_exists(loc.file(MEDIA))
+            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.media(), e))?;
+        sync_dir(&held.dir, &loc.dir, ctx)?;
+        crash_point();
+        held.meta.clearing = false;
+        self.write_meta(&held.dir, loc, &held.meta, ctx)
     }
 
     /// Replaces the metadata atomically and durably: the state record first
@@ -522,29 +659,30 @@ impl FileStore {
     /// whole to a temporary file, `fsync`ed and `rename`d over, and the
     /// folder `fsync`ed. The backup is a file of its own, never a link to the
     /// metadata's inode: damage to one (a truncation, a page a crash left
-    /// unwritten) never reaches the other.
-    fn write_meta(&self, loc: &Location, file: &MetaFile, ctx: &str) -> Result<()> {
-        write_state(loc, &file.meta, true, ctx)?;
+    /// unwritten) never reaches the other. Metadata marked `clearing` leaves
+    /// the record alone: readers do not use it then, and the unmarked write
+    /// that ends the clear rewrites it before the metadata.
+    fn write_meta(&self, dir: &Folder, loc: &Location, file: &MetaFile, ctx: &str) -> Result<()> {
+        if !file.clearing {
+            write_state(dir, loc, &file.meta, true, ctx)?;
+            crash_point();
+        }
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let path = loc.meta();
         // A leading dot: never taken for a session, and no key makes one.
         let tmp = |what: &str| {
-            loc.dir.join(format!(
+            format!(
                 ".{}.{what}.{}-{}.tmp",
                 loc.name,
                 std::process::id(),
                 COUNTER.fetch_add(1, Ordering::Relaxed)
-            ))
+            )
         };
         let (tmp, backup_tmp) = (tmp("meta.json"), tmp("meta.json.bak"));
         let mut bytes = serde_json::to_vec_pretty(file).expect("metadata serializes");
         bytes.push(b'\n');
-        let write_new = |target: &Path| -> io::Result<()> {
-            let mut options = OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut out = options.open(target)?;
+        let write_new = |target: &str| -> io::Result<()> {
+            let mut out = dir.open(target, OpenAs::CreateNew)?;
             out.write_all(&bytes)?;
             out.sync_all()
         };
@@ -552,16 +690,18 @@ impl FileStore {
             // The backup first: a crash between the renames leaves a
             // newer backup and an older, whole, metadata file.
             write_new(&backup_tmp)?;
-            fs::rename(&backup_tmp, loc.backup())?;
+            dir.rename(&backup_tmp, loc.file(BACKUP))?;
+            crash_point();
             write_new(&tmp)?;
-            fs::rename(&tmp, &path)
+            dir.rename(&tmp, loc.file(META))
         })();
         if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            let _ = fs::remove_file(&backup_tmp);
+            let _ = dir.remove_file(&tmp);
+            let _ = dir.remove_file(&backup_tmp);
             return Err(io_error(&format!("{ctx}: cannot write metadata"), &path, e));
         }
-        sync_dir_of(&loc.dir, ctx)
+        crash_point();
+        sync_dir(dir, &loc.dir, ctx)
     }
 
     /// Creates the session `new` at `loc` with `id`, or, when it exists and
@@ -575,17 +715,20 @@ impl FileStore {
     ) -> Result<Opened> {
         let session = new.reference().unwrap_or(SessionRef::Id(id));
         let ctx = format!("session {session}");
-        if !loc.dir.is_dir() {
-            create_private_dir(&loc.dir)
-                .map_err(|e| io_error(&format!("{ctx}: cannot create"), &loc.dir, e))?;
-            sync_dir_of(&self.sessions, &ctx)?;
+        let created = self
+            .sessions_dir
+            .create_folder(&loc.folder)
+            .map_err(|e| io_error(&format!("{ctx}: cannot create"), &loc.dir, e))?;
+        if created {
+            sync_dir(&self.sessions_dir, &self.sessions, &ctx)?;
         }
+        let dir = self.folder_of(loc, &ctx)?;
         let lock = self.lock_for(loc);
         let _guard = lock.write().unwrap_or_else(PoisonError::into_inner);
         let log = self
-            .open_log(loc, Access::Write { create: true }, &ctx)?
+            .open_log(&dir, loc, Access::Write { create: true }, &ctx)?
             .ok_or_else(|| StoreError::NotFound(session.clone()))?;
-        if let Some(existing) = read_session(loc, &ctx)? {
+        if let Some(existing) = read_session(&dir, loc, &ctx)? {
             check_identity(&session, loc, &existing.meta)?;
             if !session.matches(&existing.meta) {
                 // An anonymous session's name is its fresh UUID: taken only
@@ -612,7 +755,7 @@ impl FileStore {
             .map_err(|e| io_error(&format!("{ctx}: cannot read"), &loc.log(), e))?
             .len();
         if len > 0 {
-            let (messages, _) = self.inspect(loc, &log, true, &ctx)?;
+            let (messages, _) = self.inspect(&dir, loc, &log, true, &ctx)?;
             message_count = messages.len() as u64;
             tracing::warn!(
                 "{}: a log without metadata holds {message_count} messages; adopted by {ctx}",
@@ -636,10 +779,11 @@ impl FileStore {
             version: META_VERSION,
             meta,
             extra: Map::new(),
+            clearing: false,
             from_backup: false,
             state: StateNote::Used,
         };
-        self.write_meta(loc, &file, &ctx)?;
+        self.write_meta(&dir, loc, &file, &ctx)?;
         self.remember(id, loc);
         Ok(Opened {
             meta: file.meta,
@@ -652,6 +796,7 @@ impl FileStore {
     /// malformed lines are copied to the sidecar.
     fn inspect(
         &self,
+        dir: &Folder,
         loc: &Location,
         log: &File,
         repair: bool,
@@ -661,7 +806,7 @@ impl FileStore {
             read_all(log).map_err(|e| io_error(&format!("{ctx}: cannot read"), &loc.log(), e))?;
         let scan = records::scan(&bytes);
         if repair {
-            self.quarantine(loc, &bytes, &scan.findings, ctx)?;
+            self.quarantine(dir, loc, &bytes, &scan.findings, ctx)?;
             if scan.torn() {
                 cut(log, scan.whole_len as u64).map_err(|e| {
                     io_error(
@@ -680,13 +825,14 @@ impl FileStore {
     /// hold yet into it, durably.
     fn quarantine(
         &self,
+        dir: &Folder,
         loc: &Location,
         log: &[u8],
         findings: &[Finding],
         ctx: &str,
     ) -> Result<()> {
         let path = loc.sidecar();
-        let existing = match fs::read(&path) {
+        let existing = match dir.read(loc.file(SIDECAR)) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), &path, e)),
@@ -704,11 +850,7 @@ impl FileStore {
             return Ok(());
         }
         let written = (|| {
-            let mut options = OpenOptions::new();
-            options.create(true).append(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut out = options.open(&path)?;
+            let mut out = dir.open(loc.file(SIDECAR), OpenAs::Append { create: true })?;
             if index.whole_len < existing.len() {
                 // A torn entry of our own: its bytes are still in the log.
                 out.set_len(index.whole_len as u64)?;
@@ -718,7 +860,7 @@ impl FileStore {
         })();
         written.map_err(|e| io_error(&format!("{ctx}: cannot quarantine bytes to"), &path, e))?;
         if existing.is_empty() {
-            sync_dir_of(&loc.dir, ctx)?;
+            sync_dir(dir, &loc.dir, ctx)?;
         }
         Ok(())
     }
@@ -726,6 +868,7 @@ impl FileStore {
     /// Whether every quarantined finding is in the sidecar already.
     fn quarantined_already(
         &self,
+        dir: &Folder,
         loc: &Location,
         findings: &[&Finding],
         log: &[u8],
@@ -735,7 +878,7 @@ impl FileStore {
             return Ok(true);
         }
         let path = loc.sidecar();
-        let existing = match fs::read(&path) {
+        let existing = match dir.read(loc.file(SIDECAR)) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), &path, e)),
@@ -758,7 +901,13 @@ impl FileStore {
         let Some(tail) = records::torn_tail(&bytes) else {
             return Ok(());
         };
-        self.quarantine(held.loc, &bytes, std::slice::from_ref(&tail), ctx)?;
+        self.quarantine(
+            &held.dir,
+            held.loc,
+            &bytes,
+            std::slice::from_ref(&tail),
+            ctx,
+        )?;
         cut(&held.log, tail.bytes.start as u64)
             .map_err(|e| io_error(&format!("{ctx}: cannot cut the torn tail of"), &path, e))?;
         tracing::warn!("{}", warning_for(held.loc, &tail));
@@ -769,14 +918,20 @@ impl FileStore {
     /// needs a repair (or its count a correction) first.
     fn load_shared(&self, loc: &Location, session: &SessionRef) -> Result<Option<History>> {
         let ctx = format!("session {session}");
-        let Some(log) = self.open_log(loc, Access::Read, &ctx)? else {
+        let Some(dir) = self.open_folder(loc, &ctx)? else {
             return Ok(None);
         };
-        let Some(file) = read_session(loc, &ctx)? else {
+        let Some(log) = self.open_log(&dir, loc, Access::Read, &ctx)? else {
+            return Ok(None);
+        };
+        let Some(file) = read_session(&dir, loc, &ctx)? else {
             return Err(StoreError::NotFound(session.clone()));
         };
         if !session.matches(&file.meta) {
             return Err(StoreError::NotFound(session.clone()));
+        }
+        if file.clearing {
+            return Ok(None);
         }
         let bytes =
             read_all(&log).map_err(|e| io_error(&format!("{ctx}: cannot read"), &loc.log(), e))?;
@@ -787,7 +942,7 @@ impl FileStore {
             || file.from_backup
             || matches!(file.state, StateNote::Bad(_))
             || scan.messages.len() as u64 != file.meta.message_count
-            || !self.quarantined_already(loc, &to_quarantine, &bytes, &ctx)?
+            || !self.quarantined_already(&dir, loc, &to_quarantine, &bytes, &ctx)?
         {
             return Ok(None);
         }
@@ -812,16 +967,19 @@ impl FileStore {
         from: &TailStart,
     ) -> Result<Option<Tail>> {
         let ctx = format!("session {session}");
-        let Some(log) = self.open_log(loc, Access::Read, &ctx)? else {
+        let Some(dir) = self.open_folder(loc, &ctx)? else {
             return Ok(None);
         };
-        let Some(file) = read_session(loc, &ctx)? else {
+        let Some(log) = self.open_log(&dir, loc, Access::Read, &ctx)? else {
+            return Ok(None);
+        };
+        let Some(file) = read_session(&dir, loc, &ctx)? else {
             return Err(StoreError::NotFound(session.clone()));
         };
         if !session.matches(&file.meta) {
             return Err(StoreError::NotFound(session.clone()));
         }
-        if file.from_backup || file.state != StateNote::Used {
+        if file.clearing || file.from_backup || file.state != StateNote::Used {
             return Ok(None);
         }
         let path = loc.log();
@@ -839,7 +997,7 @@ impl FileStore {
             None if read_count > count => return Ok(None),
             None => count - read_count,
         };
-        if !self.sidecar_holds(loc, &read.findings, &ctx)? {
+        if !self.sidecar_holds(&dir, loc, &read.findings, &ctx)? {
             return Ok(None);
         }
         let warnings: Vec<StoreWarning> = read
@@ -862,13 +1020,19 @@ impl FileStore {
 
     /// Whether the sidecar holds the bytes of every quarantined finding
     /// (each with its bytes).
-    fn sidecar_holds(&self, loc: &Location, findings: &[tail::Found], ctx: &str) -> Result<bool> {
+    fn sidecar_holds(
+        &self,
+        dir: &Folder,
+        loc: &Location,
+        findings: &[tail::Found],
+        ctx: &str,
+    ) -> Result<bool> {
         let mut quarantined = findings.iter().filter(|(f, _)| f.quarantined()).peekable();
         if quarantined.peek().is_none() {
             return Ok(true);
         }
         let path = loc.sidecar();
-        let existing = match fs::read(&path) {
+        let existing = match dir.read(loc.file(SIDECAR)) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), &path, e)),
@@ -878,25 +1042,20 @@ impl FileStore {
     }
 
     /// Deletes the held session: metadata first, then the rest.
+    /// Links among the files are removed, never followed.
     fn remove_held(&self, held: &Held<'_>) -> Result<()> {
-        let ctx = held.ctx;
-        let meta = held.loc.meta();
-        fs::remove_file(&meta).map_err(|e| io_error(&format!("{ctx}: cannot delete"), &meta, e))?;
-        sync_dir_of(&held.loc.dir, ctx)?;
+        let (ctx, loc, dir) = (held.ctx, held.loc, &held.dir);
+        dir.remove_file(loc.file(META))
+            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.meta(), e))?;
+        sync_dir(dir, &loc.dir, ctx)?;
         self.forget(held.meta.meta.id);
-        for path in [
-            held.loc.log(),
-            held.loc.state(),
-            held.loc.sidecar(),
-            held.loc.backup(),
-        ] {
-            remove_if_exists(&path)
-                .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &path, e))?;
+        for suffix in [LOG, STATE, SIDECAR, BACKUP] {
+            dir.remove_file_if_exists(loc.file(suffix))
+                .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.path(suffix), e))?;
         }
-        let media = held.loc.media();
-        remove_dir_if_exists(&media)
-            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &media, e))?;
-        sync_dir_of(&held.loc.dir, ctx)
+        dir.remove_tree_if_exists(loc.file(MEDIA))
+            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.media(), e))?;
+        sync_dir(dir, &loc.dir, ctx)
     }
 }
 
@@ -904,10 +1063,10 @@ impl SessionStore for FileStore {
     fn create(&self, new: &NewSession) -> Result<SessionMeta> {
         new.validate()?;
         let id = Uuid::new_v4();
-        let loc = Location {
-            dir: self.agent_dir(&new.agent),
-            name: new.key.as_deref().map_or_else(|| id.to_string(), file_name),
-        };
+        let loc = self.location(
+            file_name(&new.agent),
+            new.key.as_deref().map_or_else(|| id.to_string(), file_name),
+        );
         self.create_at(&loc, new, id, false)
             .map(|opened| opened.meta)
     }
@@ -920,10 +1079,10 @@ impl SessionStore for FileStore {
                 created: false,
             });
         }
-        let loc = Location {
-            dir: self.agent_dir(&new.agent),
-            name: file_name(new.key.as_deref().unwrap_or_default()),
-        };
+        let loc = self.location(
+            file_name(&new.agent),
+            file_name(new.key.as_deref().unwrap_or_default()),
+        );
         self.create_at(&loc, new, Uuid::new_v4(), true)
     }
 
@@ -961,7 +1120,7 @@ impl SessionStore for FileStore {
             meta.updated = meta.updated.max(self.now());
             // The messages are durable: a failed refresh only delays the
             // count, which the next load reconciles from the log.
-            if let Err(e) = write_state(held.loc, meta, false, ctx) {
+            if let Err(e) = write_state(&held.dir, held.loc, meta, false, ctx) {
                 tracing::warn!("{}", error_chain(&e));
             }
             Ok(held.meta.meta.clone())
@@ -978,7 +1137,8 @@ impl SessionStore for FileStore {
             }
         }
         self.exclusive_at(&loc, session, |held| {
-            let (messages, mut warnings) = self.inspect(held.loc, &held.log, true, held.ctx)?;
+            let (messages, mut warnings) =
+                self.inspect(&held.dir, held.loc, &held.log, true, held.ctx)?;
             let count = messages.len() as u64;
             let mut rewrite = held.meta.from_backup;
             if held.meta.from_backup {
@@ -1017,7 +1177,7 @@ impl SessionStore for FileStore {
                 rewrite = true;
             }
             if rewrite {
-                self.write_meta(held.loc, &held.meta, held.ctx)?;
+                self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
             }
             for warning in &warnings {
                 tracing::warn!("{warning}");
@@ -1075,7 +1235,7 @@ impl SessionStore for FileStore {
             let meta = &mut held.meta.meta;
             meta.title = title.map(str::to_owned);
             meta.updated = meta.updated.max(self.now());
-            self.write_meta(held.loc, &held.meta, held.ctx)?;
+            self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
             Ok(held.meta.meta.clone())
         })
     }
@@ -1087,22 +1247,19 @@ impl SessionStore for FileStore {
         })
     }
 
+    /// The cleared metadata first, marked `clearing` (the commit point),
+    /// then the log, sidecar and media emptied and the mark taken off; see
+    /// [`FileStore`]'s docs.
     fn clear(&self, session: &SessionRef) -> Result<SessionMeta> {
         self.exclusive(session, |held| {
-            let ctx = held.ctx;
-            cut(&held.log, 0)
-                .map_err(|e| io_error(&format!("{ctx}: cannot clear"), &held.loc.log(), e))?;
-            let sidecar = held.loc.sidecar();
-            remove_if_exists(&sidecar)
-                .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &sidecar, e))?;
-            let media = held.loc.media();
-            remove_dir_if_exists(&media)
-                .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &media, e))?;
             let meta = &mut held.meta.meta;
             meta.message_count = 0;
             meta.checkpoints.clear();
             meta.updated = meta.updated.max(self.now());
-            self.write_meta(held.loc, &held.meta, ctx)?;
+            held.meta.clearing = true;
+            self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
+            crash_point();
+            self.finish_clear(held)?;
             Ok(held.meta.meta.clone())
         })
     }
@@ -1116,7 +1273,7 @@ impl SessionStore for FileStore {
             let meta = &mut held.meta.meta;
             meta.checkpoints.push(checkpoint.clone());
             meta.updated = meta.updated.max(self.now());
-            self.write_meta(held.loc, &held.meta, held.ctx)?;
+            self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
             Ok(held.meta.meta.clone())
         })
     }
@@ -1148,6 +1305,13 @@ impl SessionStore for FileStore {
         }
         Ok(deleted)
     }
+}
+
+/// A point where a crash test may end the process (the `testing` feature's
+/// [`crate::testing::CRASH_AT_POINT`]); nothing otherwise.
+fn crash_point() {
+    #[cfg(feature = "testing")]
+    crate::testing::crash_point();
 }
 
 /// Fails with [`StoreError::NameClash`] when `meta` at `loc` belongs to a

@@ -388,6 +388,28 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// Something beneath the store's root where the store keeps a file or
+    /// folder of its own is not one: a symbolic link, a FIFO, a socket or a
+    /// device (planted, say, in a `.agent-host/` a cloned repository
+    /// shipped). Never followed, read or written.
+    #[error(
+        "{context} {}: it is {found}, not {expected}; the store never follows a link or opens a special file beneath its root {}: remove it, or put the session's own file there",
+        path.display(),
+        root.display()
+    )]
+    Refused {
+        /// The session and the action (`session X: cannot append to`).
+        context: String,
+        /// The store's root.
+        root: PathBuf,
+        /// The refused file or folder, relative to the root
+        /// (`sessions/default/chat.jsonl`).
+        path: PathBuf,
+        /// What is there (`a symbolic link`).
+        found: &'static str,
+        /// What the store keeps there (`a regular file`).
+        expected: &'static str,
+    },
     /// Session metadata that cannot be read.
     #[error(
         "{context}: {} is not valid session metadata; restore it or delete the session's files",
@@ -424,9 +446,10 @@ impl StoreError {
             // is the request's.
             StoreError::Invalid { what: "store", .. } => ErrorKind::Configuration,
             StoreError::Invalid { .. } | StoreError::PageLimit { .. } => ErrorKind::InvalidInput,
-            StoreError::Io { .. } | StoreError::Metadata { .. } | StoreError::Backend { .. } => {
-                ErrorKind::Io
-            }
+            StoreError::Io { .. }
+            | StoreError::Refused { .. }
+            | StoreError::Metadata { .. }
+            | StoreError::Backend { .. } => ErrorKind::Io,
         }
     }
 }

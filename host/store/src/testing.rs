@@ -588,6 +588,32 @@ pub const CRASH_CHILD_DIR: &str = "AGENT_HOST_TEST_CRASH_DIR";
 /// The environment variable naming the child's writer number.
 pub const CRASH_CHILD_WRITER: &str = "AGENT_HOST_TEST_CRASH_WRITER";
 
+/// The environment variable that makes the file store abort the process
+/// at the `n`th crash point it reaches (counted from 1): the steps of a
+/// metadata write and of a clear. A crash test runs a child with it set, for
+/// each `n` in turn, and checks what the child left.
+pub const CRASH_AT_POINT: &str = "AGENT_HOST_TEST_CRASH_AT_POINT";
+
+/// Called by the file store at each of its crash points: aborts the process
+/// at the one [`CRASH_AT_POINT`] names, and does nothing when it is unset.
+pub(crate) fn crash_point() {
+    use std::sync::OnceLock;
+    use std::sync::atomic::AtomicUsize;
+    static AT: OnceLock<Option<usize>> = OnceLock::new();
+    static REACHED: AtomicUsize = AtomicUsize::new(0);
+    let at = AT.get_or_init(|| {
+        std::env::var(CRASH_AT_POINT).ok().map(|n| {
+            n.parse()
+                .expect("AGENT_HOST_TEST_CRASH_AT_POINT is a number")
+        })
+    });
+    if let Some(at) = *at
+        && REACHED.fetch_add(1, Ordering::SeqCst) + 1 == at
+    {
+        std::process::abort();
+    }
+}
+
 /// A tiny PRNG (xorshift64*), enough to pick kill moments.
 struct Prng(u64);
 

@@ -1,5 +1,5 @@
-//! File-system helpers of the file store: whole reads, cuts, syncs, private
-//! folders, and I/O errors with their context.
+//! File-system helpers of the file store: whole reads, cuts, folder syncs,
+//! the root's creation, and I/O errors with their context.
 
 use super::*;
 
@@ -29,23 +29,7 @@ pub(super) fn cut(file: &File, len: u64) -> io::Result<()> {
     file.sync_data()
 }
 
-#[cfg(unix)]
-pub(super) fn is_same_file(file: &File, path: &Path) -> io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let open = file.metadata()?;
-    match fs::metadata(path) {
-        Ok(named) => Ok(open.dev() == named.dev() && open.ino() == named.ino()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Elsewhere an open file cannot be deleted or replaced.
-#[cfg(not(unix))]
-pub(super) fn is_same_file(_: &File, _: &Path) -> io::Result<bool> {
-    Ok(true)
-}
-
+/// Creates the store's root (`0700`) with its parents, as the user named it.
 pub(super) fn create_private_dir(path: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
@@ -54,32 +38,26 @@ pub(super) fn create_private_dir(path: &Path) -> io::Result<()> {
     builder.create(path)
 }
 
-/// Makes the folder's entries (a created, renamed or removed file) durable.
-pub(super) fn sync_dir_of(dir: &Path, ctx: &str) -> Result<()> {
-    #[cfg(unix)]
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| io_error(&format!("{ctx}: cannot sync the folder"), dir, e))?;
-    #[cfg(not(unix))]
-    let _ = (dir, ctx);
-    Ok(())
+/// Makes the entries of `dir` (at `path`) durable: a created, renamed or
+/// removed file.
+pub(super) fn sync_dir(dir: &Folder, path: &Path, ctx: &str) -> Result<()> {
+    dir.sync()
+        .map_err(|e| io_error(&format!("{ctx}: cannot sync the folder"), path, e))
 }
 
-pub(super) fn remove_if_exists(path: &Path) -> io::Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-pub(super) fn remove_dir_if_exists(path: &Path) -> io::Result<()> {
-    match fs::remove_dir_all(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
+/// The store's error for a failed `source`: [`StoreError::Refused`] when it
+/// is a [`Refusal`] (something beneath the root the store does not open),
+/// else [`StoreError::Io`] with the context and path.
 pub(super) fn io_error(context: &str, path: &Path, source: io::Error) -> StoreError {
+    if let Some(refusal) = source.get_ref().and_then(|e| e.downcast_ref::<Refusal>()) {
+        return StoreError::Refused {
+            context: context.to_owned(),
+            root: refusal.root.to_path_buf(),
+            path: refusal.path.clone(),
+            found: refusal.found,
+            expected: refusal.expected,
+        };
+    }
     StoreError::Io {
         context: context.to_owned(),
         path: path.to_owned(),

@@ -7,38 +7,37 @@ use super::*;
 /// File systems write a file back page by page.
 pub(super) const PAGE: usize = 4096;
 
-/// Reads a metadata file; `None` when there is none. Metadata as an unsynced
-/// rename can leave it after a crash (empty, NUL bytes, or cut off at a page
-/// boundary) is read from the backup instead, with a warning.
-pub(super) fn read_meta(path: &Path, ctx: &str) -> Result<Option<MetaFile>> {
-    let bytes = match fs::read(path) {
+/// Reads the metadata file of `loc` in `dir`; `None` when there is none.
+/// Metadata as an unsynced rename can leave it after a crash (empty, NUL
+/// bytes, or cut off at a page boundary) is read from the backup instead,
+/// with a warning.
+pub(super) fn read_meta(dir: &Folder, loc: &Location, ctx: &str) -> Result<Option<MetaFile>> {
+    let path = loc.meta();
+    let bytes = match dir.read(loc.file(META)) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), path, e)),
+        Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), &path, e)),
     };
     let source = match serde_json::from_slice(&bytes) {
         Ok(file) => return Ok(Some(file)),
         Err(source) => source,
     };
     let crashed = bytes.contains(&0) || (source.is_eof() && bytes.len() % PAGE == 0);
-    let mut backup = path.as_os_str().to_owned();
-    backup.push(".bak");
-    let backup = PathBuf::from(backup);
     let restored = crashed
-        .then(|| fs::read(&backup).ok())
+        .then(|| dir.read(loc.file(BACKUP)).ok())
         .flatten()
         .and_then(|bytes| serde_json::from_slice::<MetaFile>(&bytes).ok());
     let Some(mut file) = restored else {
         return Err(StoreError::Metadata {
             context: ctx.to_owned(),
-            path: path.to_owned(),
+            path,
             source,
         });
     };
     tracing::warn!(
         "{}: {ctx}: the metadata was left damaged by a crash ({source}); read from {}",
         path.display(),
-        backup.display()
+        loc.backup().display()
     );
     file.from_backup = true;
     Ok(Some(file))
@@ -104,15 +103,19 @@ pub(super) fn decode_state(
 
 /// Reads a session's metadata and merges its state record: the record's
 /// count, and its `updated` when newer, when it is whole and names the
-/// session; otherwise the note says why not.
-pub(super) fn read_session(loc: &Location, ctx: &str) -> Result<Option<MetaFile>> {
-    let Some(mut file) = read_meta(&loc.meta(), ctx)? else {
+/// session; otherwise the note says why not. Metadata a clear marked is
+/// the cleared session's whole: its record (the count before) is not read.
+pub(super) fn read_session(dir: &Folder, loc: &Location, ctx: &str) -> Result<Option<MetaFile>> {
+    let Some(mut file) = read_meta(dir, loc, ctx)? else {
         return Ok(None);
     };
+    if file.clearing {
+        return Ok(Some(file));
+    }
     let path = loc.state();
     // A reader without the lock can meet an append's write half done: a
     // record that does not check is read once more before it is judged.
-    let read = || fs::read(&path);
+    let read = || dir.read(loc.file(STATE));
     let read = read().and_then(|bytes| {
         if decode_state(&bytes, file.meta.id).is_ok() {
             Ok(bytes)
@@ -141,6 +144,7 @@ pub(super) fn read_session(loc: &Location, ctx: &str) -> Result<Option<MetaFile>
 /// Overwrites the state record in place with one write at offset 0 (creating
 /// it when missing), `fdatasync`ed when `durable`.
 pub(super) fn write_state(
+    dir: &Folder,
     loc: &Location,
     meta: &SessionMeta,
     durable: bool,
@@ -149,11 +153,7 @@ pub(super) fn write_state(
     let path = loc.state();
     let record = encode_state(meta);
     let written = (|| {
-        let mut options = OpenOptions::new();
-        options.write(true).create(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let out = options.open(&path)?;
+        let out = dir.open(loc.file(STATE), OpenAs::Overwrite)?;
         #[cfg(unix)]
         std::os::unix::fs::FileExt::write_all_at(&out, &record, 0)?;
         #[cfg(not(unix))]
