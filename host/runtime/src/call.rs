@@ -22,7 +22,11 @@ impl Call {
             limiter: limits::Limiter::new(limits),
             wasi: None,
             grants: grants.clone(),
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(limits::RESOURCE_TABLE_CAPACITY);
+                table
+            },
             stdout: MemoryOutputPipe::new(wasi::STDIO_CAPTURE),
             stderr: MemoryOutputPipe::new(wasi::STDIO_CAPTURE),
             logs: Vec::new(),
@@ -34,6 +38,8 @@ impl Call {
         };
         let mut store = Store::new(&sandbox.engine, state);
         store.limiter(|s| &mut s.limiter);
+        store.set_hostcall_fuel(limits::HOSTCALL_FUEL);
+        store.set_max_component_handles(limits::MAX_COMPONENT_HANDLES);
         let tick = sandbox.tick.as_nanos().max(1);
         let ticks = limits.deadline.as_nanos().div_ceil(tick) + 1;
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));

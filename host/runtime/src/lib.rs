@@ -63,7 +63,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use bindings::{HistoryProcessor, HistoryProcessorPre, Level, wit};
 
 pub use cache::{CacheOutcome, CompileCache};
-pub use limits::Limits;
+pub use limits::{
+    DEFAULT_DEADLINE, DEFAULT_INSTANCES, DEFAULT_MAX_ITEMS, DEFAULT_MAX_LOG_LINES,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_WASM_STACK, DEFAULT_MEMORY_BYTES, DEFAULT_TABLE_ELEMENTS,
+    Limits,
+};
 pub use processor::{
     Cause, ComponentRole, Description, FailurePolicy, InvalidPolicy, Processor, ProcessorError,
     ProcessorOptions, RunInfo,
@@ -81,8 +85,9 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// The largest component accepted for compilation (default 64 MiB).
     pub max_component_bytes: usize,
-    /// The wasm stack of every call (default 1 MiB). Wasmtime sets it per
-    /// engine, so it is a runtime setting rather than a per-processor one.
+    /// The wasm stack of every call (default [`DEFAULT_MAX_WASM_STACK`], 1
+    /// MiB). Wasmtime sets it per engine, so it is a runtime setting rather
+    /// than a per-processor one.
     pub max_wasm_stack: usize,
     /// How often the deadline clock ticks (default 5 ms); deadlines are
     /// enforced to within one tick.
@@ -102,7 +107,7 @@ impl Default for RuntimeConfig {
         RuntimeConfig {
             cache_dir: CompileCache::default_root(),
             max_component_bytes: 64 << 20,
-            max_wasm_stack: 1 << 20,
+            max_wasm_stack: limits::DEFAULT_MAX_WASM_STACK,
             epoch_tick: Duration::from_millis(5),
             pooling: false,
             counter: Arc::new(HeuristicCounter::default()),
@@ -112,8 +117,13 @@ impl Default for RuntimeConfig {
 
 /// Instance slots of the pooling allocator.
 const POOL_SLOTS: u32 = 128;
-/// The largest linear memory a pooled slot holds.
+/// The largest linear memory a pooled slot holds: four times the default
+/// per-call limit; a processor whose limit is higher is refused at load by a
+/// pooled runtime.
 const POOL_MAX_MEMORY: usize = 256 << 20;
+/// The most elements of a pooled table: the default per-call limit, so that
+/// the limiter (whose refusal explains itself) refuses a growth first.
+const POOL_MAX_TABLE_ELEMENTS: usize = limits::DEFAULT_TABLE_ELEMENTS;
 
 fn mib(bytes: usize) -> String {
     if bytes >= 1 << 20 {
@@ -149,7 +159,8 @@ impl Runtime {
         let mut wasm = Config::new();
         wasm.wasm_component_model(true)
             .epoch_interruption(true)
-            .max_wasm_stack(config.max_wasm_stack);
+            .max_wasm_stack(config.max_wasm_stack)
+            .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(limits::WASM_BACKTRACE_FRAMES));
         if config.pooling {
             let mut pool = wasmtime::PoolingAllocationConfig::default();
             pool.total_component_instances(POOL_SLOTS)
@@ -157,6 +168,7 @@ impl Runtime {
                 .total_tables(POOL_SLOTS)
                 .total_core_instances(POOL_SLOTS)
                 .max_memory_size(POOL_MAX_MEMORY)
+                .table_elements(POOL_MAX_TABLE_ELEMENTS)
                 // Reset a reused slot's first 16 MiB with memset rather than
                 // handing the pages back: the next call does not fault them in.
                 .linear_memory_keep_resident(16 << 20)
@@ -265,6 +277,13 @@ impl Runtime {
                 mib(POOL_MAX_MEMORY)
             );
         }
+        if self.config.pooling && limits.table_elements > POOL_MAX_TABLE_ELEMENTS {
+            bail!(
+                "{source}: a table limit of {} elements is over the {POOL_MAX_TABLE_ELEMENTS} a \
+                 pooled runtime allows",
+                limits.table_elements
+            );
+        }
         Ok(())
     }
 
@@ -275,9 +294,10 @@ impl Runtime {
         source: &str,
         bytes: &[u8],
     ) -> Result<(wasmtime::component::Component, String, CacheOutcome)> {
-        let hash = cache::sha256_hex(bytes);
+        let sha256 = cache::sha256(bytes);
+        let hash = cache::hex(&sha256);
         let (component, compile) = match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.sandbox.engine, &hash, bytes),
+            Some(cache) => cache.load_or_compile(&self.sandbox.engine, &sha256, bytes),
             None => wasmtime::component::Component::new(&self.sandbox.engine, bytes)
                 .map(|c| (c, CacheOutcome::CompiledUncached))
                 .map_err(anyhow::Error::from),

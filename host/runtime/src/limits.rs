@@ -1,4 +1,9 @@
 //! What one processor call may use, and the store limiter that enforces it.
+//!
+//! Every limit wasmtime applies to a guest is set here, explicitly, by a
+//! named constant: the per-call [`Limits`] (their defaults), the store-wide
+//! caps every call gets, and the engine's wasm stack. A new wasmtime with
+//! other defaults changes none of them.
 
 use std::time::Duration;
 
@@ -36,16 +41,73 @@ pub struct Limits {
     pub max_log_lines: usize,
 }
 
+/// Linear memory of one call: ample for a processor holding a long history
+/// twice over (input and answer), small enough that a hundred calls at once
+/// fit in a server's memory.
+pub const DEFAULT_MEMORY_BYTES: usize = 64 << 20;
+/// Elements per table: a large Rust or C guest has a few thousand functions
+/// in its table (a debug C# one over 10,000); far more is a guest growing
+/// tables to use up host memory.
+pub const DEFAULT_TABLE_ELEMENTS: usize = 100_000;
+/// Core instances, tables and memories of one component: a component made by
+/// `wit-component` with a WASI adapter has fewer than ten; more is a guest
+/// that instantiates to exhaust host memory.
+pub const DEFAULT_INSTANCES: usize = 50;
+/// Wall-clock time of one call: processors run between a user's message and
+/// the model's request, so a slow one is felt at once; the standard ones take
+/// a few milliseconds on long histories.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(250);
+/// Items in an answer: one per message of a history far longer than any
+/// context window.
+pub const DEFAULT_MAX_ITEMS: usize = 1_000_000;
+/// Bytes of new text in an answer: more than any context window holds.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 32 << 20;
+/// Log lines kept per call: enough to debug a processor, bounded so that a
+/// guest logging in a loop cannot fill the host's memory.
+pub const DEFAULT_MAX_LOG_LINES: usize = 1_000;
+
+/// The wasm stack of every call: deep enough for recursive parsers in real
+/// processors, and with room to spare under the 2 MiB native stack of the
+/// threads calls run on (tokio's blocking pool), which wasm shares with the
+/// host frames below it.
+pub const DEFAULT_MAX_WASM_STACK: usize = 1 << 20;
+
+/// The most bytes a guest may hand the host in one host call or one answer
+/// (wasmtime's "hostcall fuel", counted as strings and lists are lifted):
+/// wasmtime's default, set here so that it cannot change under us; it
+/// bounds what the host allocates to lift one answer before the answer
+/// limits of [`Limits`] are checked.
+pub(crate) const HOSTCALL_FUEL: usize = 128 << 20;
+
+/// Component-model handles alive at once in one call's store: processors
+/// use a handful (WASI streams and pollables); the cap stops a guest that
+/// creates resources in a loop without the host in it.
+pub(crate) const MAX_COMPONENT_HANDLES: usize = 10_000;
+
+/// Entries in the host's resource table of one call (WASI streams, pollables,
+/// open files): the same reasoning and bound as [`MAX_COMPONENT_HANDLES`].
+pub(crate) const RESOURCE_TABLE_CAPACITY: usize = 10_000;
+
+/// The most random bytes one WASI call may ask for (when random is
+/// granted): a guest wanting more asks again, and a single request cannot
+/// make the host allocate gigabytes.
+pub(crate) const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
+/// Wasm frames kept in a trap's backtrace: enough to find the failing
+/// function in a report, few enough that a trap deep in a recursion keeps
+/// its error message short.
+pub(crate) const WASM_BACKTRACE_FRAMES: usize = 20;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            memory_bytes: 64 << 20,
-            table_elements: 100_000,
-            instances: 50,
-            deadline: Duration::from_millis(250),
-            max_items: 1_000_000,
-            max_output_bytes: 32 << 20,
-            max_log_lines: 1_000,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            table_elements: DEFAULT_TABLE_ELEMENTS,
+            instances: DEFAULT_INSTANCES,
+            deadline: DEFAULT_DEADLINE,
+            max_items: DEFAULT_MAX_ITEMS,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            max_log_lines: DEFAULT_MAX_LOG_LINES,
         }
     }
 }

@@ -128,7 +128,8 @@ pub(crate) fn context(
         .allow_tcp(false)
         .allow_udp(false)
         .allow_ip_name_lookup(false)
-        .allow_blocking_current_thread(true);
+        .allow_blocking_current_thread(true)
+        .max_random_size(crate::limits::MAX_RANDOM_BYTES);
     if !grants.random {
         b.insecure_random_seed(0x6167_656e_742d_686f_7374_2d73_6565_6421);
     }
