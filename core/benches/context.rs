@@ -82,6 +82,7 @@ fn with_checkpoint(mut log: Vec<Message>, tail: usize) -> (Vec<Message>, Checkpo
     log.push(boundary);
     log.push(summary);
     let cp = Checkpoint {
+        usage: None,
         boundary_id: "cp-b".into(),
         summary_id: "cp-s".into(),
         covers,

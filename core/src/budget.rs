@@ -454,6 +454,7 @@ mod tests {
         log.push(summary);
         log.push(msg("m6", 10));
         let cp = Checkpoint {
+            usage: None,
             boundary_id: "cp-b".into(),
             summary_id: "cp-s".into(),
             covers: ["m0", "m1", "m2", "m3"].map(String::from).to_vec(),
@@ -471,6 +472,7 @@ mod tests {
         let counter = HeuristicCounter::default();
         let log = vec![msg("m0", 4)];
         let cp = Checkpoint {
+            usage: None,
             boundary_id: "x".into(),
             summary_id: "y".into(),
             covers: vec!["m0".into()],

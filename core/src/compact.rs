@@ -180,6 +180,9 @@ pub struct SummaryPlan {
     pub oversized: Vec<usize>,
     /// Indices of the messages of each summarization call, in order.
     pub parts: Vec<Vec<usize>>,
+    /// The most tokens of material one summarization call carries (the
+    /// messages of a part, or the partial summaries of a merge).
+    pub part_tokens: u64,
 }
 
 /// Why no summary is planned.
@@ -282,6 +285,7 @@ pub fn plan_counted(
         span,
         parts,
         oversized,
+        part_tokens: max_part,
     })
 }
 
@@ -345,15 +349,21 @@ fn split_parts(
     parts
 }
 
-/// Runs the summarizer over a plan: one call per part, then a merge of the
+/// Runs the summarizer over a plan: one call per part, then merges of the
 /// parts when there are several. `previous` is the summary of the checkpoint
 /// being replaced, whose facts are carried forward.
+///
+/// A merge carries at most [`SummaryPlan::part_tokens`] of partial summaries
+/// (as `counter` counts them), like a part: many parts are merged in groups,
+/// and the groups' summaries merged again, so no request outgrows the window
+/// however long the span.
 pub fn summarize(
     messages: &[Message],
     plan: &SummaryPlan,
     previous: Option<&str>,
     summarizer: &dyn Summarizer,
     max_words: usize,
+    counter: &dyn TokenCounter,
 ) -> Result<String, SummaryError> {
     let part_messages: Vec<Vec<Message>> = plan
         .parts
@@ -369,7 +379,7 @@ pub fn summarize(
             max_words,
         }),
         many => {
-            let partials = many
+            let mut partials = many
                 .iter()
                 .map(|part| {
                     summarizer.summarize(&SummaryRequest {
@@ -380,14 +390,61 @@ pub fn summarize(
                     })
                 })
                 .collect::<Result<Vec<String>, SummaryError>>()?;
-            summarizer.summarize(&SummaryRequest {
-                messages: &[],
-                previous,
-                partials: &partials,
-                max_words,
-            })
+            loop {
+                let groups = merge_groups(&partials, plan.part_tokens, counter);
+                if groups.len() == 1 {
+                    return summarizer.summarize(&SummaryRequest {
+                        messages: &[],
+                        previous,
+                        partials: &partials,
+                        max_words,
+                    });
+                }
+                let mut merged = Vec::with_capacity(groups.len());
+                for group in groups {
+                    match &partials[group.clone()] {
+                        [one] => merged.push(one.clone()),
+                        several => merged.push(summarizer.summarize(&SummaryRequest {
+                            messages: &[],
+                            previous: None,
+                            partials: several,
+                            max_words,
+                        })?),
+                    }
+                }
+                partials = merged;
+            }
         }
     }
+}
+
+/// Consecutive groups of `partials` of at most `budget` tokens each; when no
+/// two fit together, pairs, so that every round of merges shortens the list.
+fn merge_groups(
+    partials: &[String],
+    budget: u64,
+    counter: &dyn TokenCounter,
+) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    let mut tokens = 0u64;
+    for (i, partial) in partials.iter().enumerate() {
+        let t = u64::from(counter.count_text(partial));
+        if i > start && tokens + t > budget {
+            groups.push(start..i);
+            start = i;
+            tokens = 0;
+        }
+        tokens += t;
+    }
+    groups.push(start..partials.len());
+    if groups.len() == partials.len() && partials.len() > 1 {
+        return (0..partials.len())
+            .step_by(2)
+            .map(|i| i..(i + 2).min(partials.len()))
+            .collect();
+    }
+    groups
 }
 
 /// The checkpoint for a summary of `messages[..plan.span]`: the boundary and
@@ -436,6 +493,7 @@ pub fn checkpoint(
         m.timestamp = Some(now);
     }
     let cp = Checkpoint {
+        usage: None,
         boundary_id: boundary.id.clone(),
         summary_id: text.id.clone(),
         covers: covered.iter().map(|m| m.id.clone()).collect(),
@@ -628,8 +686,59 @@ mod tests {
         for part in &plan.parts {
             assert_ne!(history[part[0]].role, Role::Tool);
         }
-        let summary = summarize(&history, &plan, None, &Echo, 600).unwrap();
+        let summary = summarize(&history, &plan, None, &Echo, 600, &counter).unwrap();
         assert!(summary.starts_with("merged[u0.."), "{summary}");
+    }
+
+    /// Answers each part with `words` words and records the material of
+    /// every merge it is asked for.
+    struct Wordy {
+        words: usize,
+        merges: std::sync::Mutex<Vec<usize>>,
+    }
+    impl Summarizer for Wordy {
+        fn summarize(&self, r: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+            if r.messages.is_empty() {
+                let material: String = r.partials.concat();
+                let tokens = HeuristicCounter::default().count_text(&material) as usize;
+                self.merges.lock().unwrap().push(tokens);
+            }
+            Ok("word ".repeat(self.words))
+        }
+    }
+
+    #[test]
+    fn many_long_partials_are_merged_in_rounds_that_each_fit_a_part() {
+        let counter = HeuristicCounter::default();
+        let history = turns(40, 2_000);
+        let config = SummaryConfig {
+            max_part_tokens: Some(1_200),
+            ..SummaryConfig::default()
+        };
+        let plan = plan(&history, 0, 100_000, &config, &counter, true).unwrap();
+        assert!(plan.parts.len() > 10, "{}", plan.parts.len());
+        // Each partial is ~500 tokens: one merge of all would carry ~10x the
+        // budget of a part.
+        let wordy = Wordy {
+            words: 400,
+            merges: std::sync::Mutex::new(Vec::new()),
+        };
+        summarize(&history, &plan, None, &wordy, 600, &counter).unwrap();
+        let merges = wordy.merges.lock().unwrap();
+        assert!(merges.len() > 2, "{merges:?}");
+        assert!(
+            merges.iter().all(|&t| t as u64 <= plan.part_tokens),
+            "a merge carried more than {}: {merges:?}",
+            plan.part_tokens
+        );
+
+        // Partials each over half the budget still converge, in pairs.
+        let huge = Wordy {
+            words: 4_000,
+            merges: std::sync::Mutex::new(Vec::new()),
+        };
+        summarize(&history, &plan, None, &huge, 600, &counter).unwrap();
+        assert!(huge.merges.lock().unwrap().len() >= plan.parts.len() - 1);
     }
 
     #[test]
@@ -645,7 +754,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let text = summarize(&history, &plan, Some("before"), &Echo, 600).unwrap();
+        let text = summarize(&history, &plan, Some("before"), &Echo, 600, &counter).unwrap();
         assert_eq!(text, "u0..b5");
         let now = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
         let (pair, cp) = checkpoint(&history, &plan, text, now);

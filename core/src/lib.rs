@@ -59,5 +59,5 @@ pub mod validate;
 
 pub use error_kind::ErrorKind;
 pub use message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage};
-pub use session::{Checkpoint, SessionHeader};
+pub use session::{Checkpoint, SessionHeader, SummaryUsage};
 pub use tokens::{HeuristicCounter, TokenCounter};

@@ -26,7 +26,7 @@ use crate::message::{Message, Role};
 use crate::prune::{self, PruneConfig, Pruned};
 use crate::repair::{self, Repair};
 use crate::session::Checkpoint;
-use crate::summarize::Summarizer;
+use crate::summarize::{Summarizer, SummaryError};
 use crate::tokens::TokenCounter;
 use crate::truncate::{self, TruncateConfig, Truncation};
 use crate::validate::{self, Violation};
@@ -276,7 +276,16 @@ pub fn compact(
                 Err(reason) => SummaryOutcome::NotDone(reason),
                 Ok((plan, covers)) => {
                     let previous = summary.last().map(|m| m.content.as_str());
-                    match compact::summarize(&messages, &plan, previous, summarizer, sc.max_words) {
+                    let summarized = compact::summarize(
+                        &messages,
+                        &plan,
+                        previous,
+                        summarizer,
+                        sc.max_words,
+                        counter,
+                    )
+                    .and_then(|text| not_longer(text, &messages[..plan.span], previous, counter));
+                    match summarized {
                         Err(e) => SummaryOutcome::Failed {
                             trigger: plan.trigger,
                             error: e.to_string(),
@@ -417,6 +426,30 @@ fn cap_summary(
 }
 
 /// The first empty or repeated id among `messages`, if any.
+/// `text`, when it is shorter than what its checkpoint replaces (the span's
+/// messages and the previous summary): a summary that saves nothing is not
+/// stored, and the history stays as it was.
+fn not_longer(
+    text: String,
+    span: &[Message],
+    previous: Option<&str>,
+    counter: &dyn TokenCounter,
+) -> Result<String, SummaryError> {
+    let replaced: u64 = span
+        .iter()
+        .map(|m| u64::from(m.tokens(counter)))
+        .sum::<u64>()
+        + previous.map_or(0, |p| u64::from(counter.count_text(p)));
+    let summary = u64::from(counter.count_text(&text));
+    if summary >= replaced {
+        return Err(SummaryError::Failed(format!(
+            "the summary ({summary} tokens) is not shorter than the {replaced} tokens it would \
+             replace, so it was not stored"
+        )));
+    }
+    Ok(text)
+}
+
 fn unusable_id(messages: &[Message]) -> Option<String> {
     let mut seen = std::collections::HashSet::new();
     messages
@@ -676,7 +709,11 @@ mod tests {
 
     #[test]
     fn a_summary_larger_than_its_share_is_cut_in_the_view() {
-        let log = session(10);
+        let mut log = session(10);
+        // Results large enough that a 5,000-token summary still saves room.
+        for m in log.iter_mut().filter(|m| m.role == Role::Tool) {
+            m.content = "let x = 1;\n".repeat(400);
+        }
         let long = "word ".repeat(4_000); // about 5,000 tokens
         let summarizer = Fixed(Ok(long));
         let config = PipelineConfig {
@@ -709,6 +746,32 @@ mod tests {
         );
         assert_eq!(out.view, log);
         assert!(out.append.is_empty());
+    }
+
+    #[test]
+    fn a_summary_no_shorter_than_what_it_replaces_is_not_stored() {
+        let log = session(10);
+        let replaced: u64 = log[..30]
+            .iter()
+            .map(|m| u64::from(m.tokens(&HeuristicCounter::default())))
+            .sum();
+        let summarizer = Fixed(Ok("word ".repeat(replaced as usize * 2)));
+        let out = compact(
+            &log,
+            None,
+            &PipelineConfig::default(),
+            &HeuristicCounter::default(),
+            Some(&summarizer),
+            now(),
+        );
+        assert!(
+            matches!(&out.report.summary, SummaryOutcome::Failed { error, .. }
+                if error.contains("not shorter than") && error.contains("not stored")),
+            "{:?}",
+            out.report.summary
+        );
+        assert_eq!(out.view, log);
+        assert!(out.append.is_empty() && out.checkpoint.is_none());
     }
 
     #[test]

@@ -20,6 +20,26 @@ pub struct Checkpoint {
     pub covers: Vec<String>,
     /// When the checkpoint was written.
     pub created: DateTime<Utc>,
+    /// Who wrote the summary and what it cost; absent in checkpoints
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<SummaryUsage>,
+}
+
+/// Who wrote a checkpoint's summary, and what it cost.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryUsage {
+    /// The model that wrote it, or `extractive` (no model).
+    pub model: String,
+    /// Summarization requests sent (parts and merges); 0 for `extractive`.
+    #[serde(default)]
+    pub requests: u32,
+    /// Input tokens the provider reported over those requests.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens the provider reported over those requests.
+    #[serde(default)]
+    pub output_tokens: u64,
 }
 
 /// Everything about a session but its messages.
@@ -93,6 +113,7 @@ mod tests {
         let mut header = SessionHeader::new(Uuid::from_u128(7), t).with_key("slack:C1");
         header.title = Some("Deploy".into());
         header.checkpoints.push(Checkpoint {
+            usage: None,
             boundary_id: "b".into(),
             summary_id: "s".into(),
             covers: vec!["m1".into(), "m2".into()],

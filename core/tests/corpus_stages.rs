@@ -123,7 +123,12 @@ fn every_stage_on_every_conversation_keeps_the_provider_rules() {
                 let out = compact(history, None, &config, &counter, Some(&summarizer), now);
                 assert_eq!(out.report.violations, [], "{name} at {limit}: pipeline");
                 if let SummaryOutcome::Failed { error, .. } = &out.report.summary {
-                    panic!("{name}: the extractive summarizer failed: {error}");
+                    // A forced summary of a short span may save nothing: it
+                    // is then refused, and the history kept, by design.
+                    if !error.contains("is not shorter than") {
+                        panic!("{name}: the extractive summarizer failed: {error}");
+                    }
+                    assert!(out.checkpoint.is_none(), "{name}: {error}");
                 }
                 checkpoints += usize::from(out.checkpoint.is_some());
                 truncated_views += usize::from(!out.report.truncations.is_empty());

@@ -85,6 +85,7 @@ fn session(store: &dyn SessionStore, key: &str, total: usize) -> SessionRef {
         .write_checkpoint(
             &session,
             &Checkpoint {
+                usage: None,
                 boundary_id: "cp-b".into(),
                 summary_id: "cp-s".into(),
                 covers,

@@ -73,7 +73,7 @@ use std::sync::Arc;
 use agent_host_core::budget::is_system_prompt;
 use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::pipeline::{self, Compaction, PipelineConfig, SummaryOutcome};
-use agent_host_core::session::Checkpoint;
+use agent_host_core::session::{Checkpoint, SummaryUsage};
 use agent_host_core::summarize::Summarizer;
 use agent_host_core::validate::validate;
 use agent_host_core::{HeuristicCounter, Message, TokenCounter};
@@ -844,6 +844,7 @@ impl Inner {
         let llm = match (&self.provider, self.config.summarizer) {
             (Some(provider), SummarizerChoice::Llm) if summarize => Some(
                 LlmSummarizer::new(provider.clone(), handle)
+                    .with_context_limit(config.budget.context_limit)
                     .with_fallback(self.config.extractive_fallback)
                     .with_observer(observer.clone()),
             ),
@@ -864,6 +865,27 @@ impl Inner {
             info.now,
         );
         let summarizer = llm.map(|s| s.calls());
+        if let Some(checkpoint) = &mut compaction.checkpoint {
+            // The record says who wrote the summary and what it cost.
+            checkpoint.usage = Some(match (&summarizer, &self.provider) {
+                (Some(calls), Some(provider)) if calls.fell_back.is_none() => SummaryUsage {
+                    model: provider.settings().model.clone(),
+                    requests: calls.requests,
+                    input_tokens: calls.input_tokens,
+                    output_tokens: calls.output_tokens,
+                },
+                (Some(calls), _) => SummaryUsage {
+                    model: "extractive".to_owned(),
+                    requests: calls.requests,
+                    input_tokens: calls.input_tokens,
+                    output_tokens: calls.output_tokens,
+                },
+                (None, _) => SummaryUsage {
+                    model: "extractive".to_owned(),
+                    ..SummaryUsage::default()
+                },
+            });
+        }
         if let SummaryOutcome::Failed { trigger, error } = &compaction.report.summary {
             tracing::warn!(?trigger, "{error}; the full history is kept");
         }
@@ -1092,6 +1114,7 @@ mod tests {
             log.extend(body[kept..].iter().cloned());
             store.append(&session, &log).unwrap();
             let checkpoint = Checkpoint {
+                usage: None,
                 boundary_id: format!("b{case}"),
                 summary_id: format!("s{case}"),
                 covers: body[..covered].iter().map(|m| m.id.clone()).collect(),

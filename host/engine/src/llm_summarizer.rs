@@ -4,9 +4,12 @@
 //! [`agent_host_core::compact`]); this writes the text, with the seeds'
 //! structured prompt: five headings (Files Modified, Key Decisions, Important
 //! Values kept verbatim, Current State, Pending Tasks), under the word cap,
-//! temperature 0.3, at most 4,096 answer tokens. A span too large for one
-//! call comes as several requests, one per part, then one that merges the
-//! partial summaries; that split is core's.
+//! temperature 0.3. The answer may take at most 4,096 tokens, the provider's
+//! configured `max_tokens`, twice the word cap plus a frame, and what the
+//! context window leaves after the request (a request that leaves no room is
+//! refused, not sent). A span too large for one call comes as several
+//! requests, one per part, then merges of the partial summaries, each within
+//! a part's budget; that split is core's.
 //!
 //! A failure is a [`SummaryError`]: the pipeline then keeps the full history
 //! and reports it. The extractive summarizer stands in only when
@@ -23,6 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::summarize::{Summarizer, SummaryError, SummaryRequest};
+use agent_host_core::tokens::{HeuristicCounter, TokenCounter};
 use agent_host_core::{Message, Role};
 use agent_host_provider::{ChatRequest, Provider, StreamEvent};
 use tokio::runtime::Handle;
@@ -35,6 +39,18 @@ pub const SUMMARY_TEMPERATURE: f32 = 0.3;
 
 /// The most tokens one summary answer may take.
 pub const SUMMARY_MAX_TOKENS: u32 = 4_096;
+
+/// Answer tokens allowed per word of the word cap: English prose runs about
+/// 1.3 tokens a word, and the verbatim paths, commands and numbers a summary
+/// keeps run higher.
+const TOKENS_PER_WORD: u32 = 2;
+
+/// Answer tokens for the headings and bullets beyond the words.
+const ANSWER_FRAME_TOKENS: u32 = 128;
+
+/// The fewest answer tokens worth asking for: a request that leaves less
+/// room than this in the window is refused rather than sent.
+const MIN_ANSWER_TOKENS: u32 = 256;
 
 /// Characters of one tool result or message quoted to the summarizer; the
 /// rest is elided in the middle (its ends carry what errors and outputs say).
@@ -70,6 +86,7 @@ pub struct LlmSummarizer {
     provider: Provider,
     handle: Handle,
     fallback: bool,
+    context_limit: Option<u32>,
     calls: Mutex<Calls>,
     observer: Option<Arc<dyn Observer>>,
 }
@@ -107,6 +124,7 @@ impl LlmSummarizer {
             provider,
             handle,
             fallback: false,
+            context_limit: None,
             calls: Mutex::new(Calls::default()),
             observer: None,
         }
@@ -118,6 +136,37 @@ impl LlmSummarizer {
     pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self
+    }
+
+    /// The model's context window, in tokens: a request and its answer
+    /// must fit in it. Without it only the answer caps apply.
+    pub fn with_context_limit(mut self, context_limit: u32) -> Self {
+        self.context_limit = Some(context_limit);
+        self
+    }
+
+    /// The answer tokens to ask for: the least of [`SUMMARY_MAX_TOKENS`],
+    /// the provider's configured `max_tokens`, what the word cap needs, and
+    /// what the window leaves after the request's `prompt_tokens`.
+    pub fn answer_tokens(&self, max_words: usize, prompt_tokens: u32) -> Result<u32, SummaryError> {
+        let words = u32::try_from(max_words).unwrap_or(u32::MAX);
+        let for_words = words
+            .saturating_mul(TOKENS_PER_WORD)
+            .saturating_add(ANSWER_FRAME_TOKENS);
+        let mut tokens = SUMMARY_MAX_TOKENS
+            .min(self.provider.settings().max_tokens.max(1))
+            .min(for_words);
+        if let Some(limit) = self.context_limit {
+            let room = limit.saturating_sub(prompt_tokens);
+            if room < MIN_ANSWER_TOKENS.min(tokens) {
+                return Err(SummaryError::Failed(format!(
+                    "the summary request takes about {prompt_tokens} tokens and leaves no room \
+                     for an answer in the {limit}-token context window (context.context_limit)"
+                )));
+            }
+            tokens = tokens.min(room);
+        }
+        Ok(tokens)
     }
 
     /// Whether the extractive summarizer stands in when the model fails
@@ -150,9 +199,15 @@ impl LlmSummarizer {
     }
 
     fn ask_model(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+        let messages = prompt(request);
+        let counter = HeuristicCounter::default();
+        let prompt_tokens = messages
+            .iter()
+            .fold(0u32, |n, m| n.saturating_add(counter.count_message(m)));
+        let max_tokens = self.answer_tokens(request.max_words, prompt_tokens)?;
         let chat = ChatRequest {
-            messages: prompt(request),
-            max_tokens: Some(SUMMARY_MAX_TOKENS.min(self.provider.settings().max_tokens.max(1024))),
+            messages,
+            max_tokens: Some(max_tokens),
             temperature: Some(SUMMARY_TEMPERATURE),
             no_tools: true,
             stream: Some(false),
@@ -181,7 +236,7 @@ impl LlmSummarizer {
             || reply.stop_reason.as_deref() == Some("max_tokens")
         {
             tracing::warn!(
-                "the summary reached the {SUMMARY_MAX_TOKENS}-token answer cap and may be cut short"
+                "the summary reached its {max_tokens}-token answer cap and may be cut short"
             );
         }
         Ok(text)
@@ -326,6 +381,47 @@ mod tests {
         let second = material.find("<part n=\"2\">\nsecond").unwrap();
         assert!(first < second);
         assert!(prompt(&request)[0].text().contains("under 300 words"));
+    }
+
+    fn summarizer(max_tokens: u32, context_limit: Option<u32>) -> LlmSummarizer {
+        let mut settings = agent_host_provider::ProviderSettings::new(
+            agent_host_provider::ProviderKind::OpenAi,
+            "m",
+        );
+        settings.api_key_env = None;
+        settings.max_tokens = max_tokens;
+        let provider = Provider::new(settings, &|_: &str| None::<String>).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let s = LlmSummarizer::new(provider, runtime.handle().clone());
+        match context_limit {
+            Some(limit) => s.with_context_limit(limit),
+            None => s,
+        }
+    }
+
+    #[test]
+    fn the_answer_is_capped_by_max_tokens_the_word_cap_and_the_window() {
+        // The user's max_tokens is below the summarizer's own cap: it holds.
+        assert_eq!(summarizer(500, None).answer_tokens(600, 1_000), Ok(500));
+        // The word cap: 100 words need far fewer than 4,096 tokens.
+        assert_eq!(summarizer(8_192, None).answer_tokens(100, 1_000), Ok(328));
+        assert_eq!(
+            summarizer(8_192, None).answer_tokens(10_000, 1_000),
+            Ok(SUMMARY_MAX_TOKENS)
+        );
+        // The window: what the request leaves, and a refusal when it leaves
+        // too little (a 4,674-token merge under a 1,500-token limit).
+        assert_eq!(
+            summarizer(8_192, Some(1_500)).answer_tokens(600, 1_000),
+            Ok(500)
+        );
+        let refused = summarizer(8_192, Some(1_500)).answer_tokens(600, 4_674);
+        assert!(
+            matches!(&refused, Err(SummaryError::Failed(m)) if m.contains("1500-token context window")),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -45,6 +45,7 @@ impl TailStart {
     ///     summary_id: "checkpoint-m7-summary".into(),
     ///     covers: vec!["m6".into(), "m7".into()],
     ///     created: chrono::DateTime::UNIX_EPOCH,
+    ///     usage: None,
     /// };
     /// assert_eq!(TailStart::since(&checkpoint), Some(TailStart::AtId("m7".into())));
     /// ```

@@ -487,6 +487,7 @@ pub mod contract {
 
     fn checkpoint(clock: &TestClock, tag: &str) -> Checkpoint {
         Checkpoint {
+            usage: None,
             boundary_id: format!("b{tag}"),
             summary_id: format!("s{tag}"),
             covers: vec!["w0-t0-m0".into(), "w0-t0-m1".into()],
