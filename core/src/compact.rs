@@ -331,7 +331,10 @@ fn split_parts(
     let mut current: Vec<usize> = Vec::new();
     let mut current_tokens = 0u64;
     for unit in units {
-        let indices: Vec<usize> = unit.filter(|i| !oversized.contains(i)).collect();
+        // `oversized` is in ascending order.
+        let indices: Vec<usize> = unit
+            .filter(|i| oversized.binary_search(i).is_err())
+            .collect();
         let tokens: u64 = indices
             .iter()
             .map(|&i| u64::from(span[i].tokens(counter)))

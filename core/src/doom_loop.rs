@@ -102,29 +102,53 @@ pub fn inject_warnings(messages: &mut Vec<Message>, config: &DoomLoopConfig) -> 
         .map(|m| m.id.as_str())
         .collect();
     let mut planned: Vec<(usize, DoomLoop, Message)> = Vec::new();
+    // Runs come in log order, and several may end in one assistant message
+    // (parallel calls): its results are looked through once.
+    let mut after: Option<(usize, Option<usize>)> = None;
     for run in runs(messages, config) {
         let last = &messages[run.doom_loop.last_call_index];
         let id = format!("{ID_PREFIX}{}-{}", last.id, run.last_call_id);
         if existing.contains(id.as_str()) {
             continue;
         }
-        let Some(at) = after_results(messages, run.doom_loop.last_call_index) else {
+        let call_index = run.doom_loop.last_call_index;
+        let at = match after {
+            Some((index, at)) if index == call_index => at,
+            _ => {
+                let at = after_results(messages, call_index);
+                after = Some((call_index, at));
+                at
+            }
+        };
+        let Some(at) = at else {
             continue;
         };
         let warning = warning(&run.doom_loop, id, &messages[at - 1]);
         planned.push((at, run.doom_loop, warning));
     }
-    // Insert from the back so that the planned positions stay valid; warnings
-    // planned for one position keep their log order.
-    for (at, _, warning) in planned.iter_mut().rev() {
-        messages.insert(*at, std::mem::take(warning));
+    if planned.is_empty() {
+        return Vec::new();
     }
+    // One pass that puts each warning at its planned position (positions
+    // are in log order; warnings planned for one position keep theirs).
+    let old = std::mem::take(messages);
+    messages.reserve(old.len() + planned.len());
+    let mut warnings = planned.iter_mut().peekable();
+    for (index, m) in old.into_iter().enumerate() {
+        while let Some((_, _, warning)) = warnings.next_if(|(at, _, _)| *at == index) {
+            messages.push(std::mem::take(warning));
+        }
+        messages.push(m);
+    }
+    messages.extend(warnings.map(|(_, _, warning)| std::mem::take(warning)));
+    let positions: Vec<usize> = planned.iter().map(|(at, _, _)| *at).collect();
     planned
         .into_iter()
-        .enumerate()
-        .map(|(inserted_before, (_, mut doom_loop, _))| {
-            // Every earlier warning lands before this loop's last call.
-            doom_loop.last_call_index += inserted_before;
+        .map(|(_, mut doom_loop, _)| {
+            // The warnings placed before this loop's last call (not those of
+            // other runs that end in the same message) shift it.
+            let before = positions.partition_point(|&at| at <= doom_loop.last_call_index);
+            doom_loop.last_call_index += before;
             doom_loop
         })
         .collect()
@@ -493,5 +517,45 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    /// Regression (hardening item 5): each warning was inserted into the
+    /// history on its own (a shift of every later message), and each run's
+    /// results were looked through again when several runs end in one
+    /// message (both quadratic, see the `pairing` benchmark); the second
+    /// such run was also told an index one past its message. Runs ending in
+    /// one message each get their warning after its results, in log order,
+    /// and both point at the message.
+    #[test]
+    fn runs_that_end_in_one_message_are_warned_about_in_order() {
+        let mut m = Message::assistant("").with_id("a");
+        for (i, tool) in ["ls", "ls", "ls", "pwd", "pwd", "pwd"].iter().enumerate() {
+            m.push_tool_call(format!("c{i}"), *tool, "{}");
+        }
+        let mut messages = vec![Message::user("go").with_id("u"), m];
+        for i in 0..6 {
+            messages
+                .push(Message::tool_result(format!("c{i}"), "t", "ok").with_id(format!("r{i}")));
+        }
+        messages.push(Message::user("next").with_id("u2"));
+        let warned = inject_warnings(&mut messages, &DoomLoopConfig::default());
+        assert_eq!(warned.len(), 2);
+        assert_eq!(
+            ids(&messages),
+            [
+                "u",
+                "a",
+                "r0",
+                "r1",
+                "r2",
+                "r3",
+                "r4",
+                "r5",
+                "doom-loop-a-c2",
+                "doom-loop-a-c5",
+                "u2"
+            ]
+        );
+        assert!(warned.iter().all(|l| l.last_call_index == 1));
     }
 }

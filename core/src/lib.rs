@@ -52,6 +52,7 @@ pub mod prune;
 pub mod query;
 pub mod repair;
 pub mod session;
+pub mod stop;
 pub mod summarize;
 pub mod tokens;
 pub mod truncate;

@@ -54,9 +54,11 @@ impl ToolPairing {
                 }
             }
         }
+        // An id answered and then called again is in `open` twice: it is
+        // reported once.
         pairing.unanswered = open
             .into_iter()
-            .filter(|id| open_set.contains(id))
+            .filter(|id| open_set.remove(id))
             .map(str::to_owned)
             .collect();
         pairing
@@ -93,5 +95,14 @@ mod tests {
             (pairing.answered, pairing.orphans.clone()),
             (1, vec!["r2".to_owned()])
         );
+    }
+
+    #[test]
+    fn an_id_called_again_and_left_unanswered_is_listed_once() {
+        let mut call = Message::assistant("");
+        call.push_tool_call("c1", "ls", "{}");
+        let answer = Message::tool_result("c1", "ls", "x");
+        let pairing = ToolPairing::of(&[call.clone(), answer, call]);
+        assert_eq!(pairing.unanswered, ["c1"]);
     }
 }

@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use crate::message::{Message, Role};
+use crate::stop::{StopCheck, Stopped};
 
 /// The text of a synthetic result that closes an interrupted call.
 pub const INTERRUPTED_RESULT: &str =
@@ -148,15 +149,32 @@ impl std::fmt::Display for Repair {
 /// assert!(matches!(changes[0], Repair::ClosedInterruptedCall { .. }));
 /// ```
 pub fn repair(messages: Vec<Message>) -> (Vec<Message>, Vec<Repair>) {
+    match repair_until(messages, &mut StopCheck::never()) {
+        Ok(repaired) => repaired,
+        Err(Stopped) => unreachable!("a check that never stops stopped"),
+    }
+}
+
+/// [`repair`], giving up with [`Stopped`] when `stop` says so (the
+/// messages are dropped then): for a caller that must finish within a
+/// deadline.
+///
+/// A few passes, each linear in the messages and tool calls.
+pub fn repair_until(
+    messages: Vec<Message>,
+    stop: &mut StopCheck<'_>,
+) -> Result<(Vec<Message>, Vec<Repair>), Stopped> {
     let mut changes = Vec::new();
     let mut messages = messages;
     for m in &mut messages {
+        stop.steps(1 + m.tool_calls.len())?;
         clean_message(m, &mut changes);
     }
-    let assignment = assign_results(&messages, &mut changes);
+    let assignment = assign_results(&messages, &mut changes, stop)?;
     let mut results: HashMap<usize, Vec<Message>> = HashMap::new();
     let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
     for (result_index, owner) in &assignment.owner {
+        stop.step()?;
         let m = slots[*result_index]
             .take()
             .expect("each result is assigned once");
@@ -171,20 +189,25 @@ pub fn repair(messages: Vec<Message>) -> (Vec<Message>, Vec<Repair>) {
     let mut out = Vec::with_capacity(slots.len());
     for (index, slot) in slots.into_iter().enumerate() {
         let Some(m) = slot else { continue };
+        stop.steps(1 + m.tool_calls.len())?;
         if m.role == Role::Tool {
             continue; // dropped: its change was recorded in `assign_results`
         }
         let answered = results.remove(&index).unwrap_or_default();
-        let missing: Vec<(String, String)> = m
-            .tool_calls
-            .iter()
-            .filter(|c| {
-                !answered
-                    .iter()
-                    .any(|r| r.tool_call_id.as_deref() == Some(c.id.as_str()))
-            })
-            .map(|c| (c.id.clone(), c.name.clone()))
-            .collect();
+        let missing: Vec<(String, String)> = if answered.len() == m.tool_calls.len() {
+            // Each result answers a distinct call of this message.
+            Vec::new()
+        } else {
+            let answered_ids: HashSet<&str> = answered
+                .iter()
+                .filter_map(|r| r.tool_call_id.as_deref())
+                .collect();
+            m.tool_calls
+                .iter()
+                .filter(|c| !answered_ids.contains(c.id.as_str()))
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect()
+        };
         let assistant_id = m.id.clone();
         out.push(m);
         // Results keep their order; calls without one are closed after them.
@@ -198,7 +221,7 @@ pub fn repair(messages: Vec<Message>) -> (Vec<Message>, Vec<Repair>) {
             out.push(result);
         }
     }
-    (out, changes)
+    Ok((out, changes))
 }
 
 /// Removes what a message's role may not carry.
@@ -236,7 +259,11 @@ struct Assignment {
 
 /// Pairs each result with the latest unanswered call of its id; records the
 /// results that are dropped.
-fn assign_results(messages: &[Message], changes: &mut Vec<Repair>) -> Assignment {
+fn assign_results(
+    messages: &[Message],
+    changes: &mut Vec<Repair>,
+    stop: &mut StopCheck<'_>,
+) -> Result<Assignment, Stopped> {
     let mut owner = Vec::new();
     let mut moved = HashSet::new();
     // Unanswered calls: id -> stack of assistant indices.
@@ -246,6 +273,7 @@ fn assign_results(messages: &[Message], changes: &mut Vec<Repair>) -> Assignment
     // The start of the current block: the last non-tool message.
     let mut block_owner: Option<usize> = None;
     for (index, m) in messages.iter().enumerate() {
+        stop.steps(1 + m.tool_calls.len())?;
         if m.role != Role::Tool {
             block_owner = Some(index);
             if m.role == Role::Assistant {
@@ -276,7 +304,7 @@ fn assign_results(messages: &[Message], changes: &mut Vec<Repair>) -> Assignment
             _ => changes.push(Repair::DroppedOrphan { id: m.id.clone() }),
         }
     }
-    Assignment { owner, moved }
+    Ok(Assignment { owner, moved })
 }
 
 /// The synthetic result that closes a call left without one.
@@ -399,5 +427,46 @@ mod tests {
         let (out, changes) = repair(history.clone());
         assert_eq!(out, history);
         assert!(changes.is_empty());
+    }
+
+    /// Regression (hardening item 5): each call of a message was looked for
+    /// among all the results it got, quadratic in the calls of one message.
+    /// A message of 100,000 calls with half of them answered is repaired in
+    /// one pass: the other half are closed, in call order.
+    #[test]
+    fn a_hundred_thousand_calls_in_one_message_are_repaired_in_one_pass() {
+        let n = 100_000;
+        let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut history = vec![call("a", &refs)];
+        history.extend(
+            (0..n / 2)
+                .rev()
+                .map(|i| result(&format!("r{i}"), &names[i])),
+        );
+        let (out, changes) = repair(history);
+        assert_eq!(out.len(), 1 + n);
+        assert_eq!(changes.len(), n / 2);
+        assert_eq!(
+            changes[0],
+            Repair::ClosedInterruptedCall {
+                call_id: "c50000".into(),
+                result_id: "a:interrupted:c50000".into()
+            }
+        );
+        assert!(validate(&out).is_empty());
+    }
+
+    #[test]
+    fn repair_gives_up_when_its_caller_says_stop() {
+        let history = vec![call("a", &["c1"]), result("r", "c1")];
+        assert_eq!(
+            repair_until(history.clone(), &mut StopCheck::new(&|| true)),
+            Err(Stopped)
+        );
+        assert_eq!(
+            repair_until(history.clone(), &mut StopCheck::new(&|| false)),
+            Ok((history, Vec::new()))
+        );
     }
 }

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::message::{Message, Role};
+use crate::stop::{StopCheck, Stopped};
 
 /// A broken provider rule, with the index of the message that breaks it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,16 +148,34 @@ impl fmt::Display for Violation {
 /// );
 /// ```
 pub fn validate(messages: &[Message]) -> Vec<Violation> {
+    match validate_until(messages, &mut StopCheck::never()) {
+        Ok(violations) => violations,
+        Err(Stopped) => unreachable!("a check that never stops stopped"),
+    }
+}
+
+/// [`validate`], giving up with [`Stopped`] when `stop` says so: for a
+/// caller that must finish within a deadline.
+///
+/// One pass, linear in the messages and tool calls: each call and result
+/// costs a hash lookup, whatever the size of the assistant message it
+/// belongs to.
+pub fn validate_until(
+    messages: &[Message],
+    stop: &mut StopCheck<'_>,
+) -> Result<Vec<Violation>, Stopped> {
     let mut violations = Vec::new();
-    // Calls of the current assistant message still waiting for results.
-    let mut open: Vec<&str> = Vec::new();
-    let mut open_index = 0;
-    // Every call seen so far: id -> index of its assistant message, and
-    // whether it has been answered.
+    // The current assistant message's calls.
+    let mut block = Block::default();
+    // Every call seen so far: id -> index of its assistant message (of the
+    // latest, for a reused id), and whether it has been answered. A call of
+    // the current block still waits for its result while its entry is
+    // `(block.index, false)`.
     let mut seen: HashMap<&str, (usize, bool)> = HashMap::new();
     for (index, m) in messages.iter().enumerate() {
+        stop.steps(1 + m.tool_calls.len())?;
         if m.role != Role::Tool {
-            close_block(&mut open, open_index, &mut violations);
+            block.close(&seen, &mut violations);
         }
         if m.tool_call_id.is_some() && m.role != Role::Tool {
             violations.push(Violation::InvalidRole {
@@ -172,17 +191,19 @@ pub fn validate(messages: &[Message]) -> Vec<Violation> {
         }
         match m.role {
             Role::Assistant => {
-                open_index = index;
+                block.index = index;
                 for call in &m.tool_calls {
-                    if open.contains(&call.id.as_str()) {
+                    let entry = seen.entry(&call.id).or_insert((usize::MAX, true));
+                    if *entry == (index, false) {
                         violations.push(Violation::DuplicateCallId {
                             index,
                             call_id: call.id.clone(),
                         });
                         continue;
                     }
-                    open.push(&call.id);
-                    seen.insert(&call.id, (index, false));
+                    *entry = (index, false);
+                    block.calls.push(&call.id);
+                    block.waiting += 1;
                 }
             }
             Role::Tool => {
@@ -199,26 +220,24 @@ pub fn validate(messages: &[Message]) -> Vec<Violation> {
                     });
                     continue;
                 };
-                if let Some(pos) = open.iter().position(|id| *id == call_id) {
-                    open.remove(pos);
-                    if let Some(entry) = seen.get_mut(call_id) {
+                let entry = seen.get_mut(call_id);
+                violations.push(match entry {
+                    Some(entry) if block.waiting > 0 && *entry == (block.index, false) => {
                         entry.1 = true;
+                        block.waiting -= 1;
+                        continue;
                     }
-                    continue;
-                }
-                let call_id_owned = call_id.to_owned();
-                violations.push(match seen.get(call_id) {
                     None => Violation::OrphanResult {
                         index,
-                        call_id: call_id_owned,
+                        call_id: call_id.to_owned(),
                     },
                     Some((_, true)) => Violation::DuplicateResult {
                         index,
-                        call_id: call_id_owned,
+                        call_id: call_id.to_owned(),
                     },
-                    Some(&(call_index, false)) => Violation::ResultOutOfOrder {
+                    Some(&mut (call_index, false)) => Violation::ResultOutOfOrder {
                         index,
-                        call_id: call_id_owned,
+                        call_id: call_id.to_owned(),
                         call_index,
                     },
                 });
@@ -233,18 +252,38 @@ pub fn validate(messages: &[Message]) -> Vec<Violation> {
             }
         }
     }
-    close_block(&mut open, open_index, &mut violations);
+    block.close(&seen, &mut violations);
     violations.sort_by_key(Violation::index);
-    violations
+    Ok(violations)
 }
 
-/// Reports the calls of the block that just ended without results.
-fn close_block(open: &mut Vec<&str>, index: usize, violations: &mut Vec<Violation>) {
-    for call_id in open.drain(..) {
-        violations.push(Violation::MissingResult {
-            index,
-            call_id: call_id.to_owned(),
-        });
+/// The calls of the current assistant message.
+#[derive(Default)]
+struct Block<'a> {
+    /// The index of the assistant message.
+    index: usize,
+    /// Its calls with distinct ids, in order.
+    calls: Vec<&'a str>,
+    /// How many of them still wait for their result.
+    waiting: usize,
+}
+
+impl Block<'_> {
+    /// Reports the calls of the block that just ended without results, in
+    /// call order, and empties it.
+    fn close(&mut self, seen: &HashMap<&str, (usize, bool)>, violations: &mut Vec<Violation>) {
+        if self.waiting > 0 {
+            for call_id in &self.calls {
+                if seen.get(call_id) == Some(&(self.index, false)) {
+                    violations.push(Violation::MissingResult {
+                        index: self.index,
+                        call_id: (*call_id).to_owned(),
+                    });
+                }
+            }
+        }
+        self.calls.clear();
+        self.waiting = 0;
     }
 }
 
@@ -393,5 +432,64 @@ mod tests {
         // tau-bench reuses call ids across turns; each pairs with its own result.
         let history = vec![call("a"), result("a"), call("a"), result("a")];
         assert_eq!(validate(&history), []);
+    }
+
+    /// `n` calls in one assistant message; `answered` of them get results,
+    /// newest first.
+    fn parallel(n: usize, answered: usize) -> Vec<Message> {
+        let mut m = Message::assistant("");
+        for i in 0..n {
+            m.push_tool_call(format!("call_{i}"), "t", "{}");
+        }
+        let mut history = vec![Message::user("go"), m];
+        history.extend((0..answered).rev().map(|i| result(&format!("call_{i}"))));
+        history.push(Message::user("and?"));
+        history
+    }
+
+    /// Regression (hardening item 5): each result was looked up, and each
+    /// call checked for a repeat, in a list of the block's calls: quadratic
+    /// in the calls of one message (150,000 took minutes). Now one hash
+    /// lookup each; this runs in well under a second (the `pairing`
+    /// benchmark shows the scaling).
+    #[test]
+    fn a_hundred_thousand_calls_in_one_message_are_checked_in_one_pass() {
+        assert_eq!(validate(&parallel(100_000, 100_000)), []);
+        let v = validate(&parallel(100_000, 50_000));
+        assert_eq!(v.len(), 50_000);
+        // The calls left without a result, in call order.
+        assert_eq!(
+            v[0],
+            Violation::MissingResult {
+                index: 1,
+                call_id: "call_50000".into()
+            }
+        );
+        assert_eq!(
+            v[49_999],
+            Violation::MissingResult {
+                index: 1,
+                call_id: "call_99999".into()
+            }
+        );
+    }
+
+    #[test]
+    fn validation_gives_up_when_its_caller_says_stop() {
+        let history = parallel(5_000, 5_000);
+        let asked = std::cell::Cell::new(0);
+        let stop_at_third = || {
+            asked.set(asked.get() + 1);
+            asked.get() == 3
+        };
+        assert_eq!(
+            validate_until(&history, &mut StopCheck::new(&stop_at_third)),
+            Err(Stopped)
+        );
+        assert_eq!(asked.get(), 3);
+        assert_eq!(
+            validate_until(&history, &mut StopCheck::new(&|| false)),
+            Ok(Vec::new())
+        );
     }
 }

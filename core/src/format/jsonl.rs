@@ -57,6 +57,39 @@ pub fn write_line(message: &Message, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
+/// The length in bytes of `message` as a line, newline included, measured
+/// without building the line.
+///
+/// Every field counts (ids, tool calls, media sources, metadata, ...), as
+/// escaped in JSON: what storing the message costs.
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::format::jsonl;
+///
+/// let m = Message::user("hi").with_id("m1");
+/// let mut line = Vec::new();
+/// jsonl::write_line(&m, &mut line);
+/// assert_eq!(jsonl::encoded_len(&m), line.len());
+/// ```
+pub fn encoded_len(message: &Message) -> usize {
+    /// Counts what is written to it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, &LineRef::from(message))
+        .expect("counting JSON bytes cannot fail");
+    count.0 + 1
+}
+
 /// Writes messages as a log, one line each.
 pub fn to_string(messages: &[Message]) -> String {
     let mut out = Vec::with_capacity(messages.len() * 256);

@@ -336,15 +336,64 @@ fn message_to_value(m: &Message) -> Result<Value, FormatError> {
     }
     if let Some(Value::Object(extra)) = m.metadata.get(EXTRA_KEY) {
         for (key, value) in extra {
-            // Kept fields fill gaps only; the one override is the `developer`
-            // spelling of a system message's role.
-            let developer = key == "role" && m.role == Role::System && value == "developer";
-            if developer || !object.contains_key(key) {
+            // Kept fields fill gaps only, and never the fields the message
+            // itself sets (absent ones included: extras must not add a tool
+            // call the host never validated); the one override is the
+            // `developer` spelling of a system message's role.
+            if is_developer_role(key, value, m.role)
+                || (!written_by_host(key, m.role) && !object.contains_key(key))
+            {
                 object.insert(key.clone(), value.clone());
             }
         }
     }
     Ok(Value::Object(object))
+}
+
+/// Whether `key` is a field [`to_values`] writes from the message itself
+/// (when the message has it) for a message of `role`: the role, the
+/// content, tool calls and results, the tool's name, the reasoning.
+fn written_by_host(key: &str, role: Role) -> bool {
+    match key {
+        "role" | "content" | "tool_calls" | "tool_call_id" | "reasoning_content" => true,
+        // On other roles `name` is the participant's name, kept as an extra.
+        "name" => role == Role::Tool,
+        _ => false,
+    }
+}
+
+/// Whether an extra is the `developer` spelling of a system message's role.
+fn is_developer_role(key: &str, value: &Value, role: Role) -> bool {
+    key == "role" && role == Role::System && value == "developer"
+}
+
+/// The first key of `m`'s kept OpenAI fields (metadata under [`EXTRA_KEY`])
+/// that names a field the writer sets from the message itself, if any.
+///
+/// The writer ignores such a key, and reading never keeps one (but
+/// `"role": "developer"` on a system message); the processor runtime refuses
+/// a processor's message that carries one, since it would try to add or
+/// change what the host validated (`tool_calls` on a message without any, a
+/// `tool_call_id` on a user message).
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::format::openai::{EXTRA_KEY, host_key_in_extras};
+///
+/// let mut m = Message::user("hi");
+/// m.metadata.insert(EXTRA_KEY.into(), serde_json::json!({"name": "ann"}));
+/// assert_eq!(host_key_in_extras(&m), None);
+/// m.metadata.insert(EXTRA_KEY.into(), serde_json::json!({"tool_calls": []}));
+/// assert_eq!(host_key_in_extras(&m), Some("tool_calls"));
+/// ```
+pub fn host_key_in_extras(m: &Message) -> Option<&str> {
+    let Some(Value::Object(extra)) = m.metadata.get(EXTRA_KEY) else {
+        return None;
+    };
+    extra
+        .iter()
+        .find(|(key, value)| written_by_host(key, m.role) && !is_developer_role(key, value, m.role))
+        .map(|(key, _)| key.as_str())
 }
 
 fn part_to_value(part: &Part) -> Result<Value, FormatError> {
@@ -486,5 +535,41 @@ mod tests {
         let err = to_values(&[Message::user("ok"), m]).unwrap_err();
         assert_eq!(err.location.message, Some(1));
         assert!(err.detail.contains("media/1.png"));
+    }
+
+    /// Regression (hardening item 9): kept OpenAI fields in a message's
+    /// metadata filled the gaps of the written message, so a processor could
+    /// add `tool_calls` or a `tool_call_id` the host had validated away.
+    #[test]
+    fn extras_never_write_the_fields_the_host_sets() {
+        let mut user = Message::user("hi");
+        user.metadata.insert(
+            EXTRA_KEY.into(),
+            json!({
+                "tool_calls": [{"id": "x", "type": "function",
+                                "function": {"name": "rm", "arguments": "{}"}}],
+                "tool_call_id": "x",
+                "reasoning_content": "planted",
+                "name": "ann",
+            }),
+        );
+        let mut tool = Message::tool_result("c1", "ls", "a");
+        tool.tool_name = None;
+        tool.metadata
+            .insert(EXTRA_KEY.into(), json!({"name": "rm", "role": "user"}));
+        let mut system = Message::system("s");
+        system
+            .metadata
+            .insert(EXTRA_KEY.into(), json!({"role": "developer"}));
+        let values = to_values(&[user, tool, system]).unwrap();
+        assert_eq!(
+            values[0],
+            json!({"role": "user", "content": "hi", "name": "ann"})
+        );
+        assert_eq!(
+            values[1],
+            json!({"role": "tool", "content": "a", "tool_call_id": "c1"})
+        );
+        assert_eq!(values[2], json!({"role": "developer", "content": "s"}));
     }
 }

@@ -448,15 +448,16 @@ impl Runtime {
         )
     }
 
-    /// Calls one processor on `history` and returns its raw answer, with the
-    /// call's report filled in as far as the call goes.
+    /// Calls one processor on `history` and returns its raw answer and the
+    /// call's deadline (which also bounds the host's work on the answer),
+    /// with the call's report filled in as far as the call goes.
     fn call(
         &self,
         p: &Processor,
         info: &RunInfo,
         history: &[Message],
         report: &mut ProcessorReport,
-    ) -> Result<Vec<wit::Item>, Cause> {
+    ) -> Result<(Vec<wit::Item>, Instant), Cause> {
         let counter = &*self.config.counter;
         let mut usage = agent_host_core::Usage::default();
         let mut turn = 0u32;
@@ -491,6 +492,7 @@ impl Runtime {
             config: p.config.to_string(),
         };
         let mut call = self.start_call(p);
+        let deadline = call.store.data().deadline;
         let result = p
             .pre
             .instance_pre()
@@ -506,7 +508,7 @@ impl Runtime {
             .map(|(r,)| r);
         report.time_ms = call.started.elapsed().as_secs_f64() * 1e3;
         let outcome = match result {
-            Ok(Ok(items)) => Ok(items),
+            Ok(Ok(items)) => Ok((items, deadline)),
             Ok(Err(wit::Error::BadConfig(m))) => Err(Cause::BadConfig(m)),
             Ok(Err(wit::Error::Failed(m))) => Err(Cause::Failed(m)),
             Err(e) => Err(call.classify(&p.options.limits, e)),
@@ -532,8 +534,11 @@ impl Runtime {
             report.messages_before = messages.len();
             let cause = match self.call(p, info, &messages, &mut report) {
                 Err(cause) => cause,
-                Ok(items) => {
-                    match apply::apply(messages, items, p, &*self.config.counter, &mut report) {
+                Ok((items, deadline)) => {
+                    let expired = || Instant::now() >= deadline;
+                    let rules = apply::Rules::of(p);
+                    let counter = &*self.config.counter;
+                    match apply::apply(messages, items, &rules, counter, &mut report, &expired) {
                         Ok(out) => {
                             messages = out;
                             report.messages_after = messages.len();

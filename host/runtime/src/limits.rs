@@ -31,11 +31,15 @@ pub struct Limits {
     pub table_elements: usize,
     /// Core instances, tables and memories a component may create (default 50 each).
     pub instances: usize,
-    /// Wall-clock time for one call, instantiation included (default 250 ms).
+    /// Wall-clock time for one call, instantiation included, and for the
+    /// host's checks of its answer (applying, validating, repairing): both
+    /// must be done this long after the call started (default 250 ms).
     pub deadline: Duration,
     /// Items in an answer (default 1,000,000).
     pub max_items: usize,
-    /// Bytes of text in the new messages of an answer (default 32 MiB).
+    /// Bytes of the new messages of an answer as the host stores them (JSON
+    /// lines): every field counts, text, ids, tool calls, media sources and
+    /// metadata (default 32 MiB).
     pub max_output_bytes: usize,
     /// Log lines kept per call (default 1,000); more are counted, not kept.
     pub max_log_lines: usize,
