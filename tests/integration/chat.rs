@@ -414,7 +414,9 @@ fn the_repl_runs_its_commands_from_a_script() {
     let setup = Setup::new(&server, Wire::OpenAi, SMALL_TRIGGERS);
     let export = setup.path().join("out.md");
     let script = format!(
-        "turn number 1 first question\n\
+        "turn number 1 first question, long enough that its summary saves room: the parser \
+         in src/parser.rs fails on nested lists with an index error at line 212 when the input \
+         has three levels, and the fix must keep the old error messages for the CLI users\n\
          /tokens\n\
          turn number 2 second question\n\
          /history 2\n\

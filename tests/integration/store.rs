@@ -645,6 +645,7 @@ fn metadata_left_damaged_by_a_crash_is_read_from_the_backup() {
         let mut checkpoints = Vec::new();
         for i in 0..40 {
             let checkpoint = Checkpoint {
+                usage: None,
                 boundary_id: format!("boundary-{i}"),
                 summary_id: format!("summary-{i}"),
                 covers: (0..3).map(|k| format!("w0-t{i}-m{k}")).collect(),

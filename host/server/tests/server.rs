@@ -645,7 +645,7 @@ async fn hooks_fire_once_per_event_and_failures_are_events() {
     let (_, made) = s.post("/v1/sessions", json!({"key": "h"})).await;
     for i in 0..5 {
         let (status, _) = s
-            .post("/v1/sessions/h/messages", json!({"messages": [{"role": "user", "content": format!("message {i} with some words in it")}, {"role": "assistant", "content": "ok"}]}))
+            .post("/v1/sessions/h/messages", json!({"messages": [{"role": "user", "content": format!("message {i}: {}", "the deploy of build 7 failed again on the staging host; ".repeat(8))}, {"role": "assistant", "content": "ok"}]}))
             .await;
         assert_eq!(status, StatusCode::CREATED);
     }

@@ -49,6 +49,7 @@ fn store_with_session() -> (TempDir, FileStore, SessionRef, SessionFiles) {
 
 fn checkpoint(n: u32) -> Checkpoint {
     Checkpoint {
+        usage: None,
         boundary_id: format!("b{n}"),
         summary_id: format!("s{n}"),
         covers: vec!["w0-t0-m0".into(), "w0-t0-m1".into()],

@@ -278,6 +278,7 @@ fn compacted() -> (Vec<Message>, Checkpoint) {
     log.push(summary);
     log.extend((25..40).map(turn));
     let checkpoint = Checkpoint {
+        usage: None,
         boundary_id: "checkpoint-m19-boundary".into(),
         summary_id: "checkpoint-m19-summary".into(),
         covers: (0..20).map(|i| format!("m{i}")).collect(),
