@@ -34,8 +34,8 @@ pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
 pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
     let (system, items) = match document {
         Value::Array(items) => (None, items),
-        Value::Object(mut object) => match object.remove("messages") {
-            Some(Value::Array(items)) => (object.remove("system"), items),
+        Value::Object(mut object) => match object.shift_remove("messages") {
+            Some(Value::Array(items)) => (object.shift_remove("system"), items),
             _ => {
                 return Err(FormatError::new(
                     FORMAT,
@@ -107,7 +107,7 @@ fn read_message(
             format!("expected a message object, found {}", kind_of(&item)),
         ));
     };
-    let content = object.remove("content").unwrap_or(Value::Null);
+    let content = object.shift_remove("content").unwrap_or(Value::Null);
     match object.get("role").and_then(Value::as_str) {
         Some("user") => {
             let (results, user) = user_content(FORMAT, content, tool_names)?;

@@ -105,7 +105,7 @@ impl Reader {
                 format!("expected a record object, found {}", kind_of(&record)),
             ));
         };
-        let kind = match record.remove("type") {
+        let kind = match record.shift_remove("type") {
             Some(Value::String(kind)) => kind,
             _ => return Err(FormatError::new(FORMAT, "missing string `type`").at_field("type")),
         };
@@ -121,7 +121,7 @@ impl Reader {
             "user" => {
                 let thread = self.thread_of(&record);
                 let (mut message, common) = split_record(record)?;
-                let content = message.remove("content").unwrap_or(Value::Null);
+                let content = message.shift_remove("content").unwrap_or(Value::Null);
                 let (results, user) = anthropic::user_content(FORMAT, content, &self.tool_names)?;
                 for (n, mut m) in results.into_iter().chain(user).enumerate() {
                     m.id = if n == 0 {
@@ -152,7 +152,7 @@ impl Reader {
         thread: Thread,
     ) -> Result<(), FormatError> {
         let (mut message, mut common) = split_record(record)?;
-        let content = message.remove("content").unwrap_or(Value::Null);
+        let content = message.shift_remove("content").unwrap_or(Value::Null);
         let usage = message.get("usage").map(usage_from_value);
         let message_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
         let mut tool_names = std::mem::take(&mut self.tool_names);
@@ -219,15 +219,15 @@ impl Common {
 fn split_record(
     mut record: Map<String, Value>,
 ) -> Result<(Map<String, Value>, Common), FormatError> {
-    let message = match record.remove("message") {
+    let message = match record.shift_remove("message") {
         Some(Value::Object(message)) => message,
         _ => return Err(FormatError::new(FORMAT, "missing object `message`").at_field("message")),
     };
-    let uuid = match record.remove("uuid") {
+    let uuid = match record.shift_remove("uuid") {
         Some(Value::String(uuid)) => uuid,
         _ => return Err(FormatError::new(FORMAT, "missing string `uuid`").at_field("uuid")),
     };
-    let timestamp = match record.remove("timestamp") {
+    let timestamp = match record.shift_remove("timestamp") {
         None | Some(Value::Null) => None,
         Some(Value::String(t)) => Some(
             DateTime::parse_from_rfc3339(&t)
@@ -311,6 +311,19 @@ mod tests {
             }]
         );
         assert_eq!(t.messages[0].metadata[EXTRA_KEY]["cwd"], "/w");
+    }
+
+    /// Removing the known fields with `Map::remove` swapped the kept ones
+    /// around (found by the `roundtrip` fuzz target in the OpenAI reader).
+    #[test]
+    fn kept_fields_keep_their_order() {
+        let line = r#"{"type":"user","x1":1,"uuid":"u","x2":2,"message":{"role":"user","content":"hi"},"x3":3}"#;
+        let t = parse(line).unwrap();
+        let Value::Object(extra) = &t.messages[0].metadata[EXTRA_KEY] else {
+            panic!("no kept fields: {:?}", t.messages[0].metadata);
+        };
+        let keys: Vec<&str> = extra.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["x1", "x2", "x3"]);
     }
 
     #[test]

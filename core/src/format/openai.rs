@@ -33,7 +33,7 @@ pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
 pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
     let items = match document {
         Value::Array(items) => items,
-        Value::Object(mut object) => match object.remove("messages") {
+        Value::Object(mut object) => match object.shift_remove("messages") {
             Some(Value::Array(items)) => items,
             _ => {
                 return Err(FormatError::new(
@@ -86,7 +86,7 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
         ));
     };
     let mut extra = Map::new();
-    let role = match object.remove("role") {
+    let role = match object.shift_remove("role") {
         Some(Value::String(role)) => match role.as_str() {
             "system" => Role::System,
             "developer" => {
@@ -124,7 +124,7 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
         None => return Err(FormatError::new(FORMAT, "missing `role`").at_field("role")),
     };
     let mut m = Message::new(role, "");
-    match object.remove("content") {
+    match object.shift_remove("content") {
         None | Some(Value::Null) => {}
         Some(Value::String(text)) => m.content = text,
         Some(Value::Array(parts)) => {
@@ -144,7 +144,7 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
             .at_field("content"));
         }
     }
-    if let Some(calls) = object.remove("tool_calls") {
+    if let Some(calls) = object.shift_remove("tool_calls") {
         m.tool_calls = tool_calls_from_value(calls)?;
     }
     m.tool_call_id = optional_string(&mut object, "tool_call_id")?;
@@ -175,7 +175,7 @@ fn optional_string(
     object: &mut Map<String, Value>,
     key: &str,
 ) -> Result<Option<String>, FormatError> {
-    match object.remove(key) {
+    match object.shift_remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(FormatError::new(
@@ -460,6 +460,22 @@ mod tests {
             ]},
             {"role": "assistant", "content": "A cat.", "refusal": null}
         ]));
+    }
+
+    /// Found by the `roundtrip` fuzz target: removing the known fields with
+    /// `Map::remove` swapped the unknown ones around, so every round trip
+    /// wrote them in another order.
+    #[test]
+    fn unknown_fields_keep_their_order_through_round_trips() {
+        let text =
+            r#"[{"role":"system","x-first":"1","content":"hi","x-second":"2","x-third":"3"}]"#;
+        let once = serde_json::to_string(&to_values(&parse(text).unwrap()).unwrap()).unwrap();
+        assert_eq!(
+            once,
+            r#"[{"role":"system","content":"hi","x-first":"1","x-second":"2","x-third":"3"}]"#
+        );
+        let twice = serde_json::to_string(&to_values(&parse(&once).unwrap()).unwrap()).unwrap();
+        assert_eq!(twice, once);
     }
 
     #[test]
