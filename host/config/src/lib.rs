@@ -573,6 +573,16 @@ pub struct Settings {
     trust: trust::TrustCheck,
 }
 
+/// The shape of [`Settings::load_with`].
+type LoadWith = fn(
+    Option<&Path>,
+    &Overrides,
+    Option<&str>,
+    &dyn Fn(&str) -> Option<String>,
+    &Path,
+    Option<&Path>,
+) -> Result<Settings>;
+
 impl Settings {
     /// Loads the configuration from the real environment, working directory
     /// and user configuration folder. `explicit` is `--config`, `store_flag`
@@ -582,16 +592,7 @@ impl Settings {
         overrides: &Overrides,
         store_flag: Option<&str>,
     ) -> Result<Settings> {
-        let cwd = std::env::current_dir()
-            .map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
-        Settings::load_with(
-            explicit,
-            overrides,
-            store_flag,
-            &|name| std::env::var(name).ok(),
-            &cwd,
-            user_config_dir().as_deref(),
-        )
+        Settings::from_process(explicit, overrides, store_flag, Settings::load_with)
     }
 
     /// [`Settings::load`] for showing a configuration, never for running
@@ -602,9 +603,20 @@ impl Settings {
         overrides: &Overrides,
         store_flag: Option<&str>,
     ) -> Result<Settings> {
+        Settings::from_process(explicit, overrides, store_flag, Settings::read)
+    }
+
+    /// `load` over this process's environment, working directory and user
+    /// configuration folder.
+    fn from_process(
+        explicit: Option<&Path>,
+        overrides: &Overrides,
+        store_flag: Option<&str>,
+        load: LoadWith,
+    ) -> Result<Settings> {
         let cwd = std::env::current_dir()
             .map_err(|e| anyhow::anyhow!("cannot read the working directory: {e}"))?;
-        Settings::read(
+        load(
             explicit,
             overrides,
             store_flag,
