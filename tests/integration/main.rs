@@ -2,6 +2,7 @@
 
 mod chat;
 mod cli;
+mod compile_limits;
 mod config;
 mod lang_c;
 mod lang_js;

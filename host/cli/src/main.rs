@@ -8,6 +8,10 @@ use clap::{CommandFactory, FromArgMatches};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // First: when the runtime started this process to compile a component
+    // under limits, this compiles it and exits; otherwise it lets runtimes
+    // made here compile in such a child.
+    agent_host_runtime::compile_child_main();
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_tracing(cli.verbosity());

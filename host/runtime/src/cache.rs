@@ -60,7 +60,7 @@ const MAGIC: &[u8; 8] = b"AHCWASM1";
 const KEY_LEN: usize = 32;
 
 /// The largest entry read: artifacts of the largest components accepted
-/// (64 MiB of wasm by default) stay well under it, and it bounds what a
+/// (32 MiB of wasm by default) stay well under it, and it bounds what a
 /// corrupt entry can make the host allocate.
 const MAX_ENTRY_BYTES: u64 = 1 << 30;
 
@@ -176,16 +176,16 @@ impl CompileCache {
     }
 
     /// Loads the component whose bytes hash to `sha256` from the cache, or
-    /// compiles `bytes` and stores the result. An entry is loaded only if its
+    /// calls `compile` (which compiles them for the cache's engine) and
+    /// stores the result. An entry is loaded only if its
     /// tag is right (see the [module documentation](self)); any other entry
     /// is compiled again, removed if the user owns it and replaced.
     pub(crate) fn load_or_compile(
         &self,
         engine: &Engine,
         sha256: &[u8; 32],
-        bytes: &[u8],
+        compile: impl FnOnce() -> Result<Component>,
     ) -> Result<(Component, CacheOutcome)> {
-        let compile = || Component::new(engine, bytes).map_err(anyhow::Error::from);
         let Some(opened) = self.opened() else {
             return Ok((compile()?, CacheOutcome::CompiledUncached));
         };

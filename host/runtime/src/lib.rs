@@ -39,6 +39,7 @@ mod apply;
 mod bindings;
 mod cache;
 mod call;
+mod compile;
 mod hook;
 mod limits;
 mod processor;
@@ -63,11 +64,17 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use bindings::{HistoryProcessor, HistoryProcessorPre, Level, wit};
 
 pub use cache::{CacheOutcome, CompileCache};
+pub use compile::{COMPILE_MEMORY_ENV, COMPILE_TIMEOUT_ENV, CompileIsolation, compile_child_main};
 pub use limits::{
-    DEFAULT_DEADLINE, DEFAULT_INSTANCES, DEFAULT_MAX_ITEMS, DEFAULT_MAX_LOG_LINES,
+    DEFAULT_COMPILE_MEMORY_BYTES, DEFAULT_COMPILE_TIMEOUT, DEFAULT_DEADLINE, DEFAULT_INSTANCES,
+    DEFAULT_MAX_COMPONENT_BYTES, DEFAULT_MAX_ITEMS, DEFAULT_MAX_LOG_LINES,
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_WASM_STACK, DEFAULT_MEMORY_BYTES, DEFAULT_TABLE_ELEMENTS,
     Limits,
 };
+
+/// Raises the largest component accepted, in MiB (read by
+/// [`RuntimeConfig::default`]).
+pub const MAX_COMPONENT_ENV: &str = "AGENT_HOST_MAX_COMPONENT_MB";
 pub use processor::{
     Cause, ComponentRole, Description, FailurePolicy, InvalidPolicy, Processor, ProcessorError,
     ProcessorOptions, RunInfo,
@@ -83,8 +90,15 @@ pub use wasi::{Grants, Import, ImportUse};
 pub struct RuntimeConfig {
     /// Where compiled components are cached; `None` compiles every time.
     pub cache_dir: Option<PathBuf>,
-    /// The largest component accepted for compilation (default 64 MiB).
+    /// The largest component accepted for compilation (default
+    /// [`DEFAULT_MAX_COMPONENT_BYTES`], 32 MiB, or [`MAX_COMPONENT_ENV`] MiB
+    /// when set).
     pub max_component_bytes: usize,
+    /// Where components that are not in the compile cache are compiled
+    /// (default: in a child process under a time and memory limit when the
+    /// program called [`compile_child_main`], else in process; see
+    /// [`CompileIsolation::default`]).
+    pub compile: CompileIsolation,
     /// The wasm stack of every call (default [`DEFAULT_MAX_WASM_STACK`], 1
     /// MiB). Wasmtime sets it per engine, so it is a runtime setting rather
     /// than a per-processor one.
@@ -106,13 +120,41 @@ impl Default for RuntimeConfig {
     fn default() -> Self {
         RuntimeConfig {
             cache_dir: CompileCache::default_root(),
-            max_component_bytes: 64 << 20,
+            max_component_bytes: compile::env_number(MAX_COMPONENT_ENV)
+                .and_then(|mb| usize::try_from(mb.saturating_mul(1 << 20)).ok())
+                .unwrap_or(limits::DEFAULT_MAX_COMPONENT_BYTES),
+            compile: CompileIsolation::default(),
             max_wasm_stack: limits::DEFAULT_MAX_WASM_STACK,
             epoch_tick: Duration::from_millis(5),
             pooling: false,
             counter: Arc::new(HeuristicCounter::default()),
         }
     }
+}
+
+/// The engine settings of a runtime: the same in the compile child, whose
+/// artifacts must load into the parent's engine.
+pub(crate) fn engine_config(max_wasm_stack: usize, pooling: bool) -> Config {
+    let mut wasm = Config::new();
+    wasm.wasm_component_model(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(max_wasm_stack)
+        .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(limits::WASM_BACKTRACE_FRAMES));
+    if pooling {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        pool.total_component_instances(POOL_SLOTS)
+            .total_memories(POOL_SLOTS)
+            .total_tables(POOL_SLOTS)
+            .total_core_instances(POOL_SLOTS)
+            .max_memory_size(POOL_MAX_MEMORY)
+            .table_elements(POOL_MAX_TABLE_ELEMENTS)
+            // Reset a reused slot's first 16 MiB with memset rather than
+            // handing the pages back: the next call does not fault them in.
+            .linear_memory_keep_resident(16 << 20)
+            .table_keep_resident(1 << 20);
+        wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    }
+    wasm
 }
 
 /// Instance slots of the pooling allocator.
@@ -156,25 +198,7 @@ pub struct Runtime {
 impl Runtime {
     /// A runtime with its engine and its deadline ticker thread.
     pub fn new(config: RuntimeConfig) -> Result<Self> {
-        let mut wasm = Config::new();
-        wasm.wasm_component_model(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(config.max_wasm_stack)
-            .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(limits::WASM_BACKTRACE_FRAMES));
-        if config.pooling {
-            let mut pool = wasmtime::PoolingAllocationConfig::default();
-            pool.total_component_instances(POOL_SLOTS)
-                .total_memories(POOL_SLOTS)
-                .total_tables(POOL_SLOTS)
-                .total_core_instances(POOL_SLOTS)
-                .max_memory_size(POOL_MAX_MEMORY)
-                .table_elements(POOL_MAX_TABLE_ELEMENTS)
-                // Reset a reused slot's first 16 MiB with memset rather than
-                // handing the pages back: the next call does not fault them in.
-                .linear_memory_keep_resident(16 << 20)
-                .table_keep_resident(1 << 20);
-            wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
-        }
+        let wasm = engine_config(config.max_wasm_stack, config.pooling);
         let engine = Engine::new(&wasm)
             .map_err(anyhow::Error::from)
             .context("creating the WebAssembly engine")?;
@@ -249,7 +273,8 @@ impl Runtime {
         let max = self.config.max_component_bytes;
         if size > max as u64 {
             bail!(
-                "{source} is {}, over the limit of {} for a component",
+                "{source} is {}, over the limit of {} for a component; to accept larger \
+                 components, raise {MAX_COMPONENT_ENV} (MiB) or RuntimeConfig::max_component_bytes",
                 mib(usize::try_from(size).unwrap_or(usize::MAX)),
                 mib(max)
             );
@@ -296,11 +321,26 @@ impl Runtime {
     ) -> Result<(wasmtime::component::Component, String, CacheOutcome)> {
         let sha256 = cache::sha256(bytes);
         let hash = cache::hex(&sha256);
+        let engine = &self.sandbox.engine;
+        let compile = || match &self.config.compile {
+            CompileIsolation::InProcess => {
+                wasmtime::component::Component::new(engine, bytes).map_err(anyhow::Error::from)
+            }
+            CompileIsolation::Child {
+                exe,
+                timeout,
+                memory_bytes,
+            } => compile::in_child(
+                engine,
+                (self.config.max_wasm_stack, self.config.pooling),
+                (exe, *timeout, *memory_bytes),
+                source,
+                bytes,
+            ),
+        };
         let (component, compile) = match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.sandbox.engine, &sha256, bytes),
-            None => wasmtime::component::Component::new(&self.sandbox.engine, bytes)
-                .map(|c| (c, CacheOutcome::CompiledUncached))
-                .map_err(anyhow::Error::from),
+            Some(cache) => cache.load_or_compile(engine, &sha256, compile),
+            None => compile().map(|c| (c, CacheOutcome::CompiledUncached)),
         }
         .with_context(|| format!("compiling {source}"))?;
         Ok((component, hash, compile))

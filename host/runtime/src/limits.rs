@@ -70,6 +70,24 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 32 << 20;
 /// guest logging in a loop cannot fill the host's memory.
 pub const DEFAULT_MAX_LOG_LINES: usize = 1_000;
 
+/// The largest component accepted: real processors are far smaller (the
+/// Rust ones well under 1 MiB, a componentize-py one with its interpreter
+/// about 18 MiB), and the cap bounds what compiling can cost before the
+/// compile limits below apply.
+pub const DEFAULT_MAX_COMPONENT_BYTES: usize = 32 << 20;
+
+/// Wall-clock time to compile one component in the compile child: real
+/// processors compile in well under 10 s (a componentize-py one, the
+/// largest, in a few), while a hostile one of a few hundred kilobytes has
+/// been seen to take minutes.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Address space of the compile child (`RLIMIT_AS`): room for the host
+/// binary, its threads and Cranelift compiling a large real component,
+/// while a hostile one, seen to need 2.7 GiB, is stopped before it can
+/// starve the machine.
+pub const DEFAULT_COMPILE_MEMORY_BYTES: u64 = 2 << 30;
+
 /// The wasm stack of every call: deep enough for recursive parsers in real
 /// processors, and with room to spare under the 2 MiB native stack of the
 /// threads calls run on (tokio's blocking pool), which wasm shares with the
