@@ -546,6 +546,9 @@ where
 {
     let mut streamed = false;
     let mut in_reasoning = false;
+    // The model's text reaches a terminal escaped (a reply can echo a
+    // history's escape sequences); piped, it stays the model's own bytes.
+    let tty = io::stdout().is_terminal();
     let mut failed: Option<io::Error> = None;
     let mut spinner = SummarySpinner::new(!quiet);
     let outcome = {
@@ -555,12 +558,13 @@ where
                     let lead = if in_reasoning { "\n" } else { "" };
                     in_reasoning = false;
                     streamed = true;
-                    write!(out, "{lead}{text}").and_then(|()| out.flush())
+                    write!(out, "{lead}{}", term::shown(text, tty)).and_then(|()| out.flush())
                 }
                 EngineEvent::Model(StreamEvent::Reasoning(text)) => {
                     in_reasoning = true;
                     streamed = true;
-                    write!(out, "{}", paint(term::DIM, text, color)).and_then(|()| out.flush())
+                    write!(out, "{}", paint(term::DIM, &term::shown(text, tty), color))
+                        .and_then(|()| out.flush())
                 }
                 EngineEvent::Model(StreamEvent::Retry {
                     attempt,
@@ -692,7 +696,8 @@ pub(crate) fn finish_turn(
         return Ok(());
     };
     if !streamed && !reply.text().is_empty() {
-        writeln!(out, "{}", reply.text())?;
+        let text = reply.text();
+        writeln!(out, "{}", term::shown(&text, io::stdout().is_terminal()))?;
     }
     for call in &reply.tool_calls {
         writeln!(
@@ -702,7 +707,8 @@ pub(crate) fn finish_turn(
                 term::DIM,
                 &format!(
                     "-> {}({}) [tool call stored; agent-host does not run tools]",
-                    call.name, call.arguments
+                    term::safe(&call.name),
+                    term::safe(&call.arguments)
                 ),
                 color
             )

@@ -60,9 +60,26 @@ pub fn safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A model's `text` for `out`: escaped by [`safe`] when `tty` (the output
+/// is a terminal), as it is otherwise, so piped output keeps its bytes.
+pub fn shown(text: &str, tty: bool) -> std::borrow::Cow<'_, str> {
+    if tty {
+        safe(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_models_text_is_escaped_only_for_a_terminal() {
+        let reply = "done\u{1b}]52;c;ZXZpbA==\u{7}";
+        assert_eq!(shown(reply, true), "done\\u{1b}]52;c;ZXZpbA==\\u{7}");
+        assert_eq!(shown(reply, false), reply);
+    }
 
     #[test]
     fn control_characters_are_escaped_but_lines_stay() {
