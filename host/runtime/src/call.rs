@@ -179,19 +179,21 @@ impl bindings::agent_host::history::host::Host for State {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        tracing::debug!(processor = %self.name, level, "{text}");
-        if self.logs.len() >= self.max_log_lines {
-            self.logs_dropped += 1;
-            return;
-        }
-        let mut text = text;
-        if text.len() > MAX_LOG_LINE {
+        // A long line is copied out cut, so the guest's whole allocation is
+        // freed here rather than kept (truncating keeps the capacity).
+        let text = if text.len() > MAX_LOG_LINE {
             let mut cut = MAX_LOG_LINE;
             while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            text.truncate(cut);
-            text.push_str(" [cut]");
+            format!("{} [cut]", &text[..cut])
+        } else {
+            text
+        };
+        tracing::debug!(processor = %self.name, level, "{text}");
+        if self.logs.len() >= self.max_log_lines {
+            self.logs_dropped = self.logs_dropped.saturating_add(1);
+            return;
         }
         self.logs.push(LogLine {
             level: level.to_owned(),

@@ -454,6 +454,15 @@ impl Runtime {
         });
         match described {
             Ok(d) => {
+                if let Some(why) = oversized_description(
+                    &d.name,
+                    &d.version,
+                    &d.summary,
+                    d.config_schema.as_deref(),
+                    d.config_example.as_deref(),
+                ) {
+                    bail!("{source}: its `describe` export {why}");
+                }
                 if !d.name.trim().is_empty() {
                     processor.description.name = d.name;
                 }
@@ -646,9 +655,50 @@ fn fallback_name(source: &str) -> String {
         .map_or_else(|| source.to_owned(), |s| s.to_string_lossy().into_owned())
 }
 
+/// What is too long in a processor's `describe()` answer, if anything: the
+/// name and version at most [`limits::MAX_DESCRIBE_LABEL`] bytes, the
+/// summary, schema and example at most [`limits::MAX_DESCRIBE_TEXT`].
+fn oversized_description(
+    name: &str,
+    version: &str,
+    summary: &str,
+    schema: Option<&str>,
+    example: Option<&str>,
+) -> Option<String> {
+    let label = limits::MAX_DESCRIBE_LABEL;
+    let text = limits::MAX_DESCRIBE_TEXT;
+    [
+        ("name", name.len(), label),
+        ("version", version.len(), label),
+        ("summary", summary.len(), text),
+        ("config-schema", schema.map_or(0, str::len), text),
+        ("config-example", example.map_or(0, str::len), text),
+    ]
+    .into_iter()
+    .find(|(_, len, max)| len > max)
+    .map(|(field, len, max)| format!("gave a {field} of {len} bytes; at most {max} are accepted"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversized_description_is_named_field_by_field() {
+        assert_eq!(
+            oversized_description("p", "1.0", "s", Some("{}"), None),
+            None
+        );
+        let long_name = "n".repeat(limits::MAX_DESCRIBE_LABEL + 1);
+        let why = oversized_description(&long_name, "1", "", None, None).unwrap();
+        assert!(why.contains("name of 257 bytes"), "{why}");
+        let schema = "[".repeat(limits::MAX_DESCRIBE_TEXT + 1);
+        let why = oversized_description("p", "1", "", Some(&schema), None).unwrap();
+        assert!(
+            why.contains("config-schema") && why.contains("65536"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn the_runtime_and_its_processors_can_be_shared_across_threads() {

@@ -70,6 +70,14 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 32 << 20;
 /// guest logging in a loop cannot fill the host's memory.
 pub const DEFAULT_MAX_LOG_LINES: usize = 1_000;
 
+/// The longest name or version a processor may describe itself with: they
+/// are labels in reports and terminals, not documents.
+pub const MAX_DESCRIBE_LABEL: usize = 256;
+/// The longest summary, configuration schema or example in `describe()`:
+/// far more than any real one (the standard processors' schemas are under
+/// 2 KiB), small enough that printing one (`processor inspect`) stays small.
+pub const MAX_DESCRIBE_TEXT: usize = 64 << 10;
+
 /// The largest component accepted: real processors are far smaller (the
 /// Rust ones well under 1 MiB, a componentize-py one with its interpreter
 /// about 18 MiB), and the cap bounds what compiling can cost before the

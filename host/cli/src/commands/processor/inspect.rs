@@ -287,10 +287,30 @@ fn json_or_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
-/// `text` pretty-printed when it is JSON, else as it is.
+/// `text` pretty-printed when it is JSON, else as it is. Indentation grows
+/// with depth, so a deeply nested document is shown as it came when pretty
+/// printing would make it more than a few times larger.
 fn pretty(text: &str) -> String {
     serde_json::from_str::<Value>(text)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .filter(|p| p.len() <= text.len().saturating_mul(4).saturating_add(4096))
         .unwrap_or_else(|| text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deeply_nested_schema_is_not_inflated_by_pretty_printing() {
+        let nested = format!("{}{}", "[".repeat(120), "]".repeat(120));
+        assert!(pretty(&nested).len() <= nested.len() * 4 + 4096);
+        let flat = r#"{"type":"object","properties":{"turns":{"type":"integer"}}}"#;
+        assert!(
+            pretty(flat).contains("\n  \"properties\""),
+            "{}",
+            pretty(flat)
+        );
+    }
 }
