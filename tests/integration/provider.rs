@@ -904,3 +904,69 @@ fn a_stream_that_goes_silent_for_longer_than_the_timeout_times_out() {
         assert!(took < Duration::from_secs(2), "{wire:?}: took {took:?}");
     }
 }
+
+/// A server that answers every request with `head` and then zeros without
+/// end; returns its base URL and a count of the body bytes it managed to
+/// send before the client hung up.
+fn endless_body_server(
+    head: &'static str,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let sent = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut request = [0u8; 65536];
+                let _ = stream.read(&mut request);
+                if stream.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let zeros = vec![b'0'; 1 << 16];
+                while stream.write_all(&zeros).is_ok() {
+                    counter.fetch_add(zeros.len(), Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    (url, sent)
+}
+
+/// Hardening issue, item 8: a 1 GiB error body was read whole (2.1 GB of
+/// memory); an endless answer was too. Both are read up to a cap, then the
+/// connection is dropped.
+#[test]
+fn an_endless_error_or_answer_body_is_read_only_up_to_a_cap() {
+    for (head, expect) in [
+        (
+            "HTTP/1.1 500 Internal Server Error\r\ncontent-type: text/plain\r\ncontent-length: 1073741824\r\n\r\n",
+            "500",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1073741824\r\n\r\n",
+            "larger than 64 MiB",
+        ),
+    ] {
+        let (url, sent) = endless_body_server(head);
+        let mut settings = ProviderSettings::new(ProviderKind::OpenAi, "test-model");
+        settings.base_url = url;
+        settings.api_key_env = None;
+        settings.stream = false;
+        settings.max_retries = 0;
+        settings.timeout = Duration::from_secs(60);
+        let provider = Provider::new(settings, &env_keys).unwrap();
+        let (result, _) = complete(&provider, conversation());
+        let error = result.expect_err("the answer is refused").to_string();
+        assert!(error.contains(expect), "{error}");
+        // What the server got out before the client hung up: the cap plus
+        // the sockets' buffers, far from the gigabyte it offered.
+        std::thread::sleep(Duration::from_millis(200));
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sent < 100 << 20, "{sent} bytes were read for {expect}");
+    }
+}

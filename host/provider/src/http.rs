@@ -26,6 +26,14 @@ const MAX_BODY_IN_ERROR: usize = 500;
 /// The most redirects followed for one request (all within one origin).
 const MAX_REDIRECTS: usize = 5;
 
+/// The most bytes of an error answer read: any real error document fits;
+/// the rest of a huge one is never read (a 1 GiB body once took 2.1 GB).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The most bytes of an answer read, whole or streamed: far more than any
+/// model writes in one reply, bounded so a server cannot fill the memory.
+const MAX_ANSWER_BYTES: usize = 64 << 20;
+
 /// A wire format's answer, before the attempt count is known.
 pub(super) struct Reply {
     pub message: Message,
@@ -359,9 +367,15 @@ async fn send_and_read<W: Wire>(
     debug!(url = %request.url, status, attempt, "provider response");
     if !response.status().is_success() {
         let retry_after = retry_after(response.headers());
-        let body = within(idle, request, attempt, response.text())
-            .await?
-            .map_err(|e| connect(e, "reading the error answer failed"))?;
+        let (body, _cut) = within(
+            idle,
+            request,
+            attempt,
+            read_capped(&mut response, MAX_ERROR_BODY),
+        )
+        .await?
+        .map_err(|e| connect(e, "reading the error answer failed"))?;
+        let body = String::from_utf8_lossy(&body);
         return Err(ApiError::from_body(status, &body).into_outcome(attempt, retry_after));
     }
     let is_event_stream = response
@@ -372,9 +386,17 @@ async fn send_and_read<W: Wire>(
     // A server (or proxy) that ignores `stream` answers with one JSON body,
     // which reads the same as a request without streaming.
     if !(request.stream && is_event_stream) {
-        let body = within(idle, request, attempt, response.bytes())
-            .await?
-            .map_err(|e| connect(e, "reading the answer failed"))?;
+        let (body, cut) = within(
+            idle,
+            request,
+            attempt,
+            read_capped(&mut response, MAX_ANSWER_BYTES),
+        )
+        .await?
+        .map_err(|e| connect(e, "reading the answer failed"))?;
+        if cut {
+            return Err(Outcome::Fail(too_large()));
+        }
         let json: Value = serde_json::from_slice(&body).map_err(|e| {
             Outcome::Fail(ProviderError::Malformed(format!(
                 "the answer is not JSON ({e}): {}",
@@ -388,10 +410,17 @@ async fn send_and_read<W: Wire>(
     let mut decoder = W::Decoder::default();
     let mut events = Vec::new();
     let mut seen = 0usize;
+    let mut streamed = 0usize;
     let mut ended = false;
     while !decoder.is_done() && !ended {
         match within(idle, request, attempt, response.chunk()).await? {
-            Ok(Some(bytes)) => parser.feed(&bytes, &mut events),
+            Ok(Some(bytes)) => {
+                streamed = streamed.saturating_add(bytes.len());
+                if streamed > MAX_ANSWER_BYTES {
+                    return Err(Outcome::Fail(too_large()));
+                }
+                parser.feed(&bytes, &mut events)
+            }
             Ok(None) => {
                 parser.finish(&mut events);
                 ended = true;
@@ -423,6 +452,33 @@ async fn send_and_read<W: Wire>(
     decoder
         .finish()
         .map_err(|e| Outcome::Fail(ProviderError::Malformed(e)))
+}
+
+/// The body of `response`, read up to `max` bytes; true when more was left
+/// unread (the connection is then dropped, not drained).
+async fn read_capped(
+    response: &mut reqwest::Response,
+    max: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = max - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// The error for an answer over [`MAX_ANSWER_BYTES`].
+fn too_large() -> ProviderError {
+    ProviderError::Malformed(format!(
+        "the answer is larger than {} MiB, more than any model writes in one reply; the rest \
+         was not read",
+        MAX_ANSWER_BYTES >> 20
+    ))
 }
 
 /// `future`'s output, or a [`ProviderError::Timeout`] when `limit` passes
