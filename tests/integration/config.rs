@@ -36,6 +36,13 @@ impl Dirs {
         let user = root.path().join("config/agent-host");
         std::fs::create_dir_all(&cwd).unwrap();
         std::fs::create_dir_all(&user).unwrap();
+        // Only the user may write where the trust list lives, whatever the
+        // umask of the machine running the tests.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&user, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
         Dirs {
             cwd,
             user,

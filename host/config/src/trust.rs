@@ -176,6 +176,33 @@ impl TrustList {
             return Ok(TrustList::default());
         };
         let path = dir.join(TRUST_FILE);
+        let refused = |why: String| -> anyhow::Error {
+            ConfigError {
+                file: Some(path.clone()),
+                line: None,
+                key: None,
+                message: format!("the trust list {why}"),
+            }
+            .into()
+        };
+        // Whoever can write the folder can swap the list for their own.
+        match std::fs::metadata(dir) {
+            Ok(folder) => {
+                if let Some(why) = unsafe_folder(&folder) {
+                    return Err(refused(format!(
+                        "{why}, so nothing in it is trusted: make the folder yours and writable \
+                         only by you (chmod go-w {})",
+                        dir.display()
+                    )));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(TrustList::default());
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read the folder {}", dir.display()));
+            }
+        }
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -187,16 +214,10 @@ impl TrustList {
             }
         };
         if let Some(why) = unsafe_file(&meta) {
-            return Err(ConfigError {
-                file: Some(path.clone()),
-                line: None,
-                key: None,
-                message: format!(
-                    "the trust list {why}, so nothing in it is trusted: remove it, or make it a \
-                     regular file of yours that only you can write (chmod 600)"
-                ),
-            }
-            .into());
+            return Err(refused(format!(
+                "{why}, so nothing in it is trusted: remove it, or make it a regular file of \
+                 yours that only you can write (chmod 600)"
+            )));
         }
         let mut text = String::new();
         std::fs::File::open(&path)
@@ -288,6 +309,31 @@ fn unsafe_file(meta: &std::fs::Metadata) -> Option<String> {
     None
 }
 
+/// Why a folder holding the trust list cannot be believed, if it cannot:
+/// another user owns it or may write in it.
+#[cfg(unix)]
+fn unsafe_folder(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::getuid().as_raw();
+    if meta.uid() != uid {
+        return Some(format!(
+            "is in a folder that belongs to user {}, not to you ({uid})",
+            meta.uid()
+        ));
+    }
+    (meta.mode() & 0o022 != 0).then(|| {
+        format!(
+            "is in a folder others can write in (mode {:o})",
+            meta.mode() & 0o777
+        )
+    })
+}
+
+#[cfg(not(unix))]
+fn unsafe_folder(_: &std::fs::Metadata) -> Option<String> {
+    None
+}
+
 #[cfg(not(unix))]
 fn unsafe_file(meta: &std::fs::Metadata) -> Option<String> {
     if meta.file_type().is_symlink() {
@@ -349,6 +395,16 @@ mod tests {
             format!("{e:#}").contains("can be written by others"),
             "{e:#}"
         );
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = TrustList::load(Some(dir.path())).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("folder others can write"),
+            "{e:#}"
+        );
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        TrustList::load(Some(dir.path())).unwrap();
 
         let elsewhere = tempfile::tempdir().unwrap();
         let real = elsewhere.path().join("list.json");
