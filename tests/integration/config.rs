@@ -954,6 +954,25 @@ fn an_untrusted_file_sends_no_request_and_config_trust_lets_it() {
     assert!(!shown.contains("NOT TRUSTED"), "{shown}");
     assert!(shown.contains("# trusted"), "{shown}");
 
+    // Nothing to review in a broken file, and nothing to trust where there
+    // is no file: both are errors that say so.
+    std::fs::write(dirs.cwd.join("broken.toml"), "[context\n").unwrap();
+    let broken = cli(&dirs.cwd, &["config", "trust", "broken.toml"]);
+    assert_eq!(broken.status.code(), Some(78), "{}", stderr(&broken));
+    assert!(
+        stderr(&broken).contains("broken.toml"),
+        "{}",
+        stderr(&broken)
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let none = cli(empty.path(), &["config", "trust"]);
+    assert!(!none.status.success());
+    assert!(
+        stderr(&none).contains("no configuration file to trust"),
+        "{}",
+        stderr(&none)
+    );
+
     let revoked = cli(&dirs.cwd, &["config", "trust", "--revoke"]);
     assert!(
         stdout(&revoked).contains("no longer trusted"),

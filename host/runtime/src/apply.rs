@@ -511,26 +511,14 @@ mod tests {
 
     fn report() -> ProcessorReport {
         ProcessorReport {
-            name: "p".into(),
-            version: "1".into(),
-            hash: "00".into(),
-            source: "p.wasm".into(),
-            compile: CacheOutcome::CompiledUncached,
             outcome: Outcome::Failed,
-            error: None,
-            time_ms: 0.0,
-            peak_memory_bytes: 0,
-            messages_before: 0,
-            messages_after: 0,
-            tokens_before: 0,
-            tokens_after: 0,
-            kept: Vec::new(),
-            dropped: Vec::new(),
-            replaced: Vec::new(),
-            inserted: Vec::new(),
-            repairs: Vec::new(),
-            logs: Vec::new(),
-            logs_dropped: 0,
+            ..ProcessorReport::of(
+                "p".into(),
+                "1".into(),
+                "00".into(),
+                "p.wasm".into(),
+                CacheOutcome::CompiledUncached,
+            )
         }
     }
 

@@ -377,35 +377,19 @@ impl Runtime {
         check_config(source, options.config.as_deref())?;
         let (component, hash, compile) = self.compile(source, bytes)?;
 
-        let ty = component.component_type();
-        if ty
-            .get_export(&self.sandbox.engine, HOOK_INTERFACE)
-            .is_none()
-        {
-            let exports: Vec<&str> = ty.exports(&self.sandbox.engine).map(|(n, _)| n).collect();
-            let hint = if exports.contains(&bindings::PROCESSOR_INTERFACE) {
-                "it is a history processor, not a session hook"
-            } else {
-                "is it a session hook?"
-            };
-            bail!(
-                "{source} does not export {HOOK_INTERFACE} (it exports: {}); {hint}",
-                exports_list(&exports),
-            );
-        }
-        let imports = wasi::audit(ty.imports(&self.sandbox.engine).map(|(name, _)| name)).map_err(
-            |name| {
-                anyhow!(
-                    "{source} imports `{name}`, which agent-host cannot grant: session hooks \
-                     may import {} and WASI 0.2 (always closed)",
-                    bindings::HOST_INTERFACE
-                )
+        let (imports, on_event) = self.contract(
+            &component,
+            source,
+            crate::Contract {
+                interface: HOOK_INTERFACE,
+                function: "on-event",
+                who: "session hooks",
+                wasi: "always closed",
+                other: bindings::PROCESSOR_INTERFACE,
+                other_hint: "it is a history processor, not a session hook",
+                hint: "is it a session hook?",
             },
         )?;
-        let on_event = component
-            .get_export_index(None, HOOK_INTERFACE)
-            .and_then(|i| component.get_export_index(Some(&i), "on-event"))
-            .with_context(|| format!("{source} exports {HOOK_INTERFACE} without `on-event`"))?;
         let uses_wasi = imports
             .iter()
             .any(|i| matches!(i.serves, ImportUse::Wasi { .. }));

@@ -369,41 +369,19 @@ impl Runtime {
 
         let (component, hash, compile) = self.compile(source, bytes)?;
 
-        let ty = component.component_type();
-        let imports = wasi::audit(ty.imports(&self.sandbox.engine).map(|(name, _)| name)).map_err(
-            |name| {
-                anyhow!(
-                    "{source} imports `{name}`, which agent-host cannot grant: processors may \
-                 import {} and WASI 0.2 (closed unless granted)",
-                    bindings::HOST_INTERFACE
-                )
+        let (imports, process) = self.contract(
+            &component,
+            source,
+            Contract {
+                interface: bindings::PROCESSOR_INTERFACE,
+                function: "process",
+                who: "processors",
+                wasi: "closed unless granted",
+                other: hook::HOOK_INTERFACE,
+                other_hint: "it is a session hook: load it with `Runtime::load_hook`",
+                hint: "is it a history processor?",
             },
         )?;
-        if ty
-            .get_export(&self.sandbox.engine, bindings::PROCESSOR_INTERFACE)
-            .is_none()
-        {
-            let exports: Vec<&str> = ty.exports(&self.sandbox.engine).map(|(n, _)| n).collect();
-            let hint = if exports.contains(&hook::HOOK_INTERFACE) {
-                "it is a session hook: load it with `Runtime::load_hook`"
-            } else {
-                "is it a history processor?"
-            };
-            bail!(
-                "{source} does not export {} (it exports: {}); {hint}",
-                bindings::PROCESSOR_INTERFACE,
-                exports_list(&exports),
-            );
-        }
-        let process = component
-            .get_export_index(None, bindings::PROCESSOR_INTERFACE)
-            .and_then(|i| component.get_export_index(Some(&i), "process"))
-            .with_context(|| {
-                format!(
-                    "{source} exports {} without `process`",
-                    bindings::PROCESSOR_INTERFACE
-                )
-            })?;
         let uses_wasi = imports
             .iter()
             .any(|i| matches!(i.serves, ImportUse::Wasi { .. }));
@@ -641,6 +619,73 @@ fn check_config(source: &str, config: Option<&str>) -> Result<()> {
 }
 
 /// The names of a component's exports, for an error message.
+/// What a loader requires of a component: the interface and function it
+/// must export, and how errors put it.
+pub(crate) struct Contract {
+    /// The interface it must export.
+    pub interface: &'static str,
+    /// The function of that interface the host calls.
+    pub function: &'static str,
+    /// Who must (`processors`, `session hooks`), for the import error.
+    pub who: &'static str,
+    /// How WASI is served to them, for the import error.
+    pub wasi: &'static str,
+    /// The other contract's interface.
+    pub other: &'static str,
+    /// The hint when it exports the other contract instead.
+    pub other_hint: &'static str,
+    /// The hint when it exports neither.
+    pub hint: &'static str,
+}
+
+impl Runtime {
+    /// Checks `component` against `contract`: its imports are the host's
+    /// interface and WASI 0.2 only (audited), and it exports the contract's
+    /// interface and function, whose index is returned; an error names the
+    /// source and says what it exports instead.
+    pub(crate) fn contract(
+        &self,
+        component: &wasmtime::component::Component,
+        source: &str,
+        contract: Contract,
+    ) -> Result<(Vec<Import>, wasmtime::component::ComponentExportIndex)> {
+        let engine = &self.sandbox.engine;
+        let ty = component.component_type();
+        let imports = wasi::audit(ty.imports(engine).map(|(name, _)| name)).map_err(|name| {
+            anyhow!(
+                "{source} imports `{name}`, which agent-host cannot grant: {} may import {} and \
+                 WASI 0.2 ({})",
+                contract.who,
+                bindings::HOST_INTERFACE,
+                contract.wasi
+            )
+        })?;
+        if ty.get_export(engine, contract.interface).is_none() {
+            let exports: Vec<&str> = ty.exports(engine).map(|(n, _)| n).collect();
+            let hint = if exports.contains(&contract.other) {
+                contract.other_hint
+            } else {
+                contract.hint
+            };
+            bail!(
+                "{source} does not export {} (it exports: {}); {hint}",
+                contract.interface,
+                exports_list(&exports),
+            );
+        }
+        let index = component
+            .get_export_index(None, contract.interface)
+            .and_then(|i| component.get_export_index(Some(&i), contract.function))
+            .with_context(|| {
+                format!(
+                    "{source} exports {} without `{}`",
+                    contract.interface, contract.function
+                )
+            })?;
+        Ok((imports, index))
+    }
+}
+
 fn exports_list(exports: &[&str]) -> String {
     if exports.is_empty() {
         "nothing".to_owned()

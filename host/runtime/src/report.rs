@@ -83,12 +83,30 @@ pub struct ProcessorReport {
 impl ProcessorReport {
     pub(crate) fn new(p: &Processor) -> Self {
         let d = p.description();
+        ProcessorReport::of(
+            d.name.clone(),
+            d.version.clone(),
+            p.hash().to_owned(),
+            p.source().to_owned(),
+            p.compile(),
+        )
+    }
+
+    /// An empty report (applied, nothing done yet) for the processor so
+    /// named and identified.
+    pub(crate) fn of(
+        name: String,
+        version: String,
+        hash: String,
+        source: String,
+        compile: CacheOutcome,
+    ) -> Self {
         ProcessorReport {
-            name: d.name.clone(),
-            version: d.version.clone(),
-            hash: p.hash().to_owned(),
-            source: p.source().to_owned(),
-            compile: p.compile(),
+            name,
+            version,
+            hash,
+            source,
+            compile,
             outcome: Outcome::Applied,
             error: None,
             time_ms: 0.0,
