@@ -49,6 +49,59 @@ fn bad_input_exits_65_naming_the_message_and_field() {
 }
 
 #[test]
+fn a_history_over_a_limit_exits_65_naming_the_limit_and_how_to_raise_it() {
+    // 2,000,000 zeros in one message: 4 MB of text that parsed whole took
+    // about 150 MB (52 MB of it took 1.9 GB); refused before it is built.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zeros.jsonl");
+    let zeros = vec!["0"; 2_000_000].join(",");
+    let line = format!("{{\"type\":\"user\",\"content\":\"hi\",\"x\":[{zeros}]}}\n");
+    std::fs::write(&file, line).unwrap();
+    let path = file.to_str().unwrap();
+    for args in [
+        &["inspect", path][..],
+        &["convert", path, "--to", "openai"][..],
+    ] {
+        let output = run(args, "");
+        assert_eq!(output.status.code(), Some(65), "{args:?}");
+        let err = stderr(&output);
+        assert!(
+            err.contains("jsonl line 1: the message holds more than 1000000 JSON values (the `message_values` limit)"),
+            "{err}"
+        );
+        assert!(err.contains("--limit message_values=N"), "{err}");
+        assert!(stdout(&output).is_empty());
+    }
+    // The flag and the variable raise it.
+    let output = run(&["inspect", path, "--limit", "message_values=3000000"], "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = agent_host()
+        .args(["inspect", path])
+        .env(
+            "AGENT_HOST_LIMITS",
+            "message_values=3000000, history_values=5000000",
+        )
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    // A lower limit is a limit too; a bad one is a usage error naming the limits.
+    let output = run(&["inspect", path, "--limit", "message_mb=1"], "");
+    assert_eq!(output.status.code(), Some(65));
+    assert!(
+        stderr(&output).contains("the `message_mb` limit"),
+        "{}",
+        stderr(&output)
+    );
+    let output = run(&["inspect", path, "--limit", "message_gb=1"], "");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("history_messages"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
 fn a_missing_file_is_an_io_error_not_bad_input() {
     let output = run(&["inspect", "/nonexistent/history.json"], "");
     assert_eq!(output.status.code(), Some(1));

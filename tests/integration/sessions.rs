@@ -145,7 +145,7 @@ fn import_keeps_every_message_of_a_corpus_session_and_a_jsonl_file() {
 
     let Some(corpus) = corpus() else { return };
     let claude = corpus.join("claude-code-sessions-ccv/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl");
-    let expected = agent_host_engine::transcript::load(&claude, None).unwrap();
+    let expected = agent_host_engine::transcript::load(&claude, None, &Default::default()).unwrap();
     let n = expected.transcript.messages.len();
     let text = ok(
         dir.path(),

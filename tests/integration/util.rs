@@ -122,8 +122,8 @@ pub fn corpus_histories() -> Vec<(String, Vec<agent_host_core::Message>)> {
         .collect();
     sessions.sort();
     for path in sessions {
-        let loaded =
-            agent_host_engine::transcript::load(&path, None).expect("a Claude Code session");
+        let loaded = agent_host_engine::transcript::load(&path, None, &Default::default())
+            .expect("a Claude Code session");
         histories.push((path.display().to_string(), loaded.transcript.messages));
     }
     histories

@@ -36,19 +36,9 @@ pub const EXTRA_KEY: &str = "claude_code";
 
 const FORMAT: Format = Format::ClaudeCode;
 
-/// Reads a session log.
+/// Reads a session log within the default [`Limits`](super::Limits).
 pub fn parse(text: &str) -> Result<Transcript, FormatError> {
-    let mut reader = Reader::default();
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        reader
-            .read_record(line, line_no)
-            .map_err(|e| e.at_line(line_no))?;
-    }
-    Ok(reader.transcript)
+    super::parse_within(FORMAT, text, &super::Limits::default())
 }
 
 /// Which conversation a message belongs to.
@@ -58,8 +48,9 @@ enum Thread {
     Sidechain(usize),
 }
 
+/// Reads records one at a time (see [`super::LineReader`]).
 #[derive(Default)]
-struct Reader {
+pub(super) struct Reader {
     transcript: Transcript,
     tool_names: ToolNames,
     /// Streamed assistant turns: `message.id` -> where the turn is.
@@ -96,7 +87,13 @@ impl Reader {
         }
     }
 
-    fn read_record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
+    /// What was read.
+    pub(super) fn into_transcript(self) -> Transcript {
+        self.transcript
+    }
+
+    /// Reads one record; the caller adds the line to errors.
+    pub(super) fn read_record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
         let record: Value = serde_json::from_str(line)
             .map_err(|e| FormatError::new(FORMAT, format!("not valid JSON: {e}")))?;
         let Value::Object(mut record) = record else {

@@ -24,24 +24,33 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Format, FormatError};
+use super::{Format, FormatError, Limits, Meter};
 use crate::message::{Message, Part, Reasoning, Role, ToolCall, Usage, derived_id};
 
 /// The values of the `type` field.
 pub const LINE_TYPES: [&str; 5] = ["user", "assistant", "tool_result", "system", "summary"];
 
-/// Reads a whole log. Blank lines are skipped; the first bad line is an error
-/// naming its line number.
+/// Reads a whole log within the default [`Limits`]. Blank lines are skipped;
+/// the first bad line is an error naming its line number.
 pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| parse_line(line, i + 1))
-        .collect()
+    super::parse_within(Format::Jsonl, text, &Limits::default()).map(|t| t.messages)
 }
 
 /// Reads one line; `line_no` (1-based) is used in errors and derived ids.
+///
+/// The line is held to the default per-message [`Limits`] (its bytes, and its
+/// JSON values counted before anything is built), as every line of a store's
+/// log is.
 pub fn parse_line(line: &str, line_no: usize) -> Result<Message, FormatError> {
+    let mut meter = Meter::new(Limits::default());
+    meter
+        .message(Format::Jsonl, line)
+        .map_err(|e| e.at_line(line_no))?;
+    parse_counted(line, line_no)
+}
+
+/// Reads one line whose size was already checked.
+pub(super) fn parse_counted(line: &str, line_no: usize) -> Result<Message, FormatError> {
     let mut de = serde_json::Deserializer::from_str(line);
     let message = LineSeed { line_no }
         .deserialize(&mut de)

@@ -13,6 +13,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::de;
 use serde_json::Value;
 
 use crate::message::Message;
@@ -20,7 +21,10 @@ use crate::message::Message;
 pub mod anthropic;
 pub mod claude_code;
 pub mod jsonl;
+mod limits;
 pub mod openai;
+
+pub use limits::{Limit, Limits, Meter};
 
 /// A transcript format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,8 +69,20 @@ impl Format {
         if let Some(format) = detect_jsonl(text) {
             return Ok(format);
         }
-        let value = parse_document(Format::OpenAi, text)?;
+        let value = document(Format::OpenAi, text, &Limits::default())?;
         classify_document(&value)
+    }
+
+    /// Whether the format holds one record per line (native JSONL, Claude
+    /// Code), so that it can be read a line at a time with a [`LineReader`].
+    pub fn is_line_based(self) -> bool {
+        matches!(self, Format::Jsonl | Format::ClaudeCode)
+    }
+
+    /// The line-based format whose record `line` is, if any: how
+    /// [`Format::detect`] tells a log from the first non-empty line.
+    pub fn of_line(line: &str) -> Option<Format> {
+        detect_jsonl(line)
     }
 }
 
@@ -162,12 +178,20 @@ pub struct FormatError {
     pub location: Location,
     /// What was wrong, and what was expected.
     pub detail: String,
+    /// The limit the input is over, when that is what was wrong (see
+    /// [`Limits`]); a front end names how to raise it.
+    pub limit: Option<Limit>,
 }
 
 impl FormatError {
-    /// What kind of failure this is: the input is not a readable history.
+    /// What kind of failure this is: the input is not a readable history, or
+    /// is over a limit.
     pub fn kind(&self) -> crate::ErrorKind {
-        crate::ErrorKind::InvalidInput
+        if self.limit.is_some() {
+            crate::ErrorKind::LimitExceeded
+        } else {
+            crate::ErrorKind::InvalidInput
+        }
     }
 }
 
@@ -178,6 +202,7 @@ impl FormatError {
             format,
             location: Location::default(),
             detail: detail.into(),
+            limit: None,
         }
     }
 
@@ -206,29 +231,151 @@ impl FormatError {
     }
 }
 
-/// Reads a transcript in the given format.
+/// Reads a transcript in the given format, within the default [`Limits`].
 pub fn parse(format: Format, text: &str) -> Result<Transcript, FormatError> {
-    match format {
-        Format::Jsonl => jsonl::parse(text).map(Transcript::from_messages),
-        Format::OpenAi => openai::parse(text).map(Transcript::from_messages),
-        Format::Anthropic => anthropic::parse(text).map(Transcript::from_messages),
-        Format::ClaudeCode => claude_code::parse(text),
+    parse_within(format, text, &Limits::default())
+}
+
+/// Reads a transcript in the given format within `limits`: a message or the
+/// whole over one of them is refused before it is parsed, with an error
+/// naming the limit ([`FormatError::limit`]).
+pub fn parse_within(
+    format: Format,
+    text: &str,
+    limits: &Limits,
+) -> Result<Transcript, FormatError> {
+    if format.is_line_based() {
+        let mut reader = LineReader::new(format, *limits);
+        for (i, line) in text.lines().enumerate() {
+            reader.push(line, i + 1)?;
+        }
+        return Ok(reader.finish());
     }
+    let value = document(format, text, limits)?;
+    let messages = match format {
+        Format::Anthropic => anthropic::from_value(value)?,
+        _ => openai::from_value(value)?,
+    };
+    checked(format, messages, limits)
 }
 
 /// Reads a transcript whose format is detected (see [`Format::detect`]),
-/// parsing a JSON document only once.
+/// parsing a JSON document only once, within the default [`Limits`].
 pub fn parse_detected(text: &str) -> Result<(Format, Transcript), FormatError> {
+    parse_detected_within(text, &Limits::default())
+}
+
+/// [`parse_detected`] within `limits`.
+pub fn parse_detected_within(
+    text: &str,
+    limits: &Limits,
+) -> Result<(Format, Transcript), FormatError> {
     if let Some(format) = detect_jsonl(text) {
-        return Ok((format, parse(format, text)?));
+        return Ok((format, parse_within(format, text, limits)?));
     }
-    let value = parse_document(Format::OpenAi, text)?;
+    let value = document(Format::OpenAi, text, limits)?;
     let format = classify_document(&value)?;
     let messages = match format {
         Format::Anthropic => anthropic::from_value(value)?,
         _ => openai::from_value(value)?,
     };
-    Ok((format, Transcript::from_messages(messages)))
+    Ok((format, checked(format, messages, limits)?))
+}
+
+/// A whole JSON document, its bytes and values counted first.
+fn document(format: Format, text: &str, limits: &Limits) -> Result<Value, FormatError> {
+    let mut meter = Meter::new(*limits);
+    meter.bytes(format, text.len() as u64)?;
+    meter.document(format, text)?;
+    parse_document(format, text)
+}
+
+/// The messages of a document, each within the per-message byte limit as it
+/// would be stored (a line of the native log).
+fn checked(
+    format: Format,
+    messages: Vec<Message>,
+    limits: &Limits,
+) -> Result<Transcript, FormatError> {
+    Meter::new(*limits).messages(format, messages.len() as u64)?;
+    for (i, message) in messages.iter().enumerate() {
+        limits::message_bytes(format, jsonl::encoded_len(message) as u64, limits)
+            .map_err(|e| e.at_message(i))?;
+    }
+    Ok(Transcript::from_messages(messages))
+}
+
+/// Reads a line-based transcript (native JSONL, Claude Code) one line at a
+/// time, so that a reader holds one line of text at most: each line's bytes
+/// and JSON values are counted against the [`Limits`] before it is parsed.
+///
+/// ```
+/// use agent_host_core::format::{Format, LineReader, Limits};
+///
+/// let mut reader = LineReader::new(Format::Jsonl, Limits::default());
+/// reader.push(r#"{"type":"user","content":"hi"}"#, 1)?;
+/// reader.push("", 2)?;
+/// reader.push(r#"{"type":"assistant","content":"hello"}"#, 3)?;
+/// assert_eq!(reader.finish().messages.len(), 2);
+/// # Ok::<(), agent_host_core::format::FormatError>(())
+/// ```
+pub struct LineReader {
+    format: Format,
+    meter: Meter,
+    state: LineState,
+}
+
+enum LineState {
+    Jsonl(Vec<Message>),
+    ClaudeCode(Box<claude_code::Reader>),
+}
+
+impl LineReader {
+    /// A reader of `format`, which must be line-based
+    /// ([`Format::is_line_based`]); a document format is read as native JSONL.
+    pub fn new(format: Format, limits: Limits) -> Self {
+        let state = match format {
+            Format::ClaudeCode => LineState::ClaudeCode(Box::default()),
+            _ => LineState::Jsonl(Vec::new()),
+        };
+        LineReader {
+            format,
+            meter: Meter::new(limits),
+            state,
+        }
+    }
+
+    /// Reads line `line_no` (1-based, without its line break). Blank lines
+    /// count towards the history's bytes and are otherwise skipped.
+    pub fn push(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
+        let at = |e: FormatError| e.at_line(line_no);
+        self.meter
+            .bytes(self.format, line.len() as u64 + 1)
+            .map_err(at)?;
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        self.meter.message(self.format, line).map_err(at)?;
+        match &mut self.state {
+            LineState::Jsonl(messages) => messages.push(jsonl::parse_counted(line, line_no)?),
+            LineState::ClaudeCode(reader) => reader.read_record(line, line_no).map_err(at)?,
+        }
+        Ok(())
+    }
+
+    /// Counts `bytes` of input that are no line of their own (blank lines a
+    /// caller skipped) towards the history's byte limit.
+    pub fn count(&mut self, bytes: u64) -> Result<(), FormatError> {
+        self.meter.bytes(self.format, bytes)
+    }
+
+    /// What was read.
+    pub fn finish(self) -> Transcript {
+        match self.state {
+            LineState::Jsonl(messages) => Transcript::from_messages(messages),
+            LineState::ClaudeCode(reader) => reader.into_transcript(),
+        }
+    }
 }
 
 /// Writes messages in the given format. Claude Code is import-only.
@@ -290,22 +437,119 @@ pub fn kind_of(value: &Value) -> &'static str {
 }
 
 /// Recognises the two JSONL formats by their first non-empty line.
+///
+/// Only the record's top-level keys and its `type` are looked at; nothing
+/// else of the line is built (it may be a whole document of any size).
 fn detect_jsonl(text: &str) -> Option<Format> {
     let first = text.lines().map(str::trim).find(|l| !l.is_empty())?;
-    let Ok(Value::Object(record)) = serde_json::from_str::<Value>(first) else {
-        return None;
-    };
-    let kind = record.get("type").and_then(Value::as_str)?;
-    let claude_code = record.contains_key("sessionId")
-        || record.contains_key("parentUuid")
-        || record.contains_key("leafUuid")
-        || (record.contains_key("message") && record.contains_key("uuid"));
+    let mut de = serde_json::Deserializer::from_str(first);
+    let keys = de::Deserializer::deserialize_map(&mut de, RecordKeys::default()).ok()?;
+    de.end().ok()?;
+    let kind = keys.kind?;
+    let claude_code =
+        keys.session_id || keys.parent_uuid || keys.leaf_uuid || (keys.message && keys.uuid);
     if claude_code {
         Some(Format::ClaudeCode)
-    } else if jsonl::LINE_TYPES.contains(&kind) {
+    } else if jsonl::LINE_TYPES.contains(&kind.as_str()) {
         Some(Format::Jsonl)
     } else {
         None
+    }
+}
+
+/// What [`detect_jsonl`] needs of a record: its string `type` and which of
+/// the Claude Code keys it has.
+#[derive(Default)]
+struct RecordKeys {
+    kind: Option<String>,
+    session_id: bool,
+    parent_uuid: bool,
+    leaf_uuid: bool,
+    message: bool,
+    uuid: bool,
+}
+
+impl<'de> de::Visitor<'de> for RecordKeys {
+    type Value = RecordKeys;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a record object")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<RecordKeys, A::Error> {
+        let mut keys = RecordKeys::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let seen = match key.as_ref() {
+                "type" => {
+                    keys.kind = map.next_value::<StringOrOther>()?.0;
+                    continue;
+                }
+                "sessionId" => &mut keys.session_id,
+                "parentUuid" => &mut keys.parent_uuid,
+                "leafUuid" => &mut keys.leaf_uuid,
+                "message" => &mut keys.message,
+                "uuid" => &mut keys.uuid,
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *seen = true;
+            map.next_value::<de::IgnoredAny>()?;
+        }
+        Ok(keys)
+    }
+}
+
+/// A string value, or `None` for a value of any other kind (skipped without
+/// being built).
+struct StringOrOther(Option<String>);
+
+impl<'de> de::Deserialize<'de> for StringOrOther {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = StringOrOther;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(Some(v.to_owned())))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<StringOrOther, E> {
+                Ok(StringOrOther(None))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<StringOrOther, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(StringOrOther(None))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<StringOrOther, A::Error> {
+                while map
+                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(StringOrOther(None))
+            }
+        }
+        deserializer.deserialize_any(V)
     }
 }
 

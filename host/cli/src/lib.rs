@@ -127,6 +127,8 @@ enum Command {
         /// Its format; detected when not given.
         #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
         format: Option<Format>,
+        #[command(flatten)]
+        limits: crate::commands::LimitArgs,
     },
     /// Convert a history from one format to another.
     Convert {
@@ -141,6 +143,8 @@ enum Command {
         /// Where to write (standard output when not given).
         #[arg(long, short)]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        limits: crate::commands::LimitArgs,
     },
 }
 
@@ -234,9 +238,13 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             Ok(())
         }
         Command::Processor(command) => crate::commands::processor::run(command, out),
-        Command::Inspect { file, format } => {
+        Command::Inspect {
+            file,
+            format,
+            limits,
+        } => {
             let loaded = match file {
-                Some(path) => transcript::load(&path, format)?,
+                Some(path) => transcript::load(&path, format, &limits.limits())?,
                 None => transcript::sample(),
             };
             inspect(&loaded, out)
@@ -246,8 +254,9 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             format,
             to,
             output,
+            limits,
         } => {
-            let loaded = transcript::load(&file, format)?;
+            let loaded = transcript::load(&file, format, &limits.limits())?;
             let text = format::write(to, &loaded.transcript.messages)
                 .with_context(|| format!("cannot write {} as {to}", loaded.source))?;
             match output {
@@ -314,6 +323,18 @@ pub fn error_kind(error: &anyhow::Error) -> Option<ErrorKind> {
             None
         }
     })
+}
+
+/// How to raise the limit an error says the input is over, when it is one:
+/// a line for standard error after the error itself.
+pub fn limit_hint(error: &anyhow::Error) -> Option<String> {
+    let limit = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<FormatError>())
+        .and_then(|e| e.limit)?;
+    Some(format!(
+        "to read it anyway, raise the limit: --limit {limit}=N (or AGENT_HOST_LIMITS=\"{limit}=N\")"
+    ))
 }
 
 /// The process exit code for an error returned by [`run`]: the one place

@@ -31,6 +31,12 @@ fn main() -> ExitCode {
                 agent_host::term::paint(agent_host::term::ERROR, "error:", color),
                 agent_host::term::safe(&format!("{e:#}"))
             );
+            if let Some(hint) = agent_host::limit_hint(&e) {
+                eprintln!(
+                    "{} {hint}",
+                    agent_host::term::paint(agent_host::term::BOLD, "hint:", color)
+                );
+            }
             agent_host::exit_code(&e)
         }
     }

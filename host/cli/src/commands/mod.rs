@@ -11,6 +11,36 @@ pub mod sessions;
 use std::future::Future;
 use std::sync::OnceLock;
 
+use agent_host_core::format::{Limit, Limits};
+
+/// `--limit`: the size limits on a history a command reads.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LimitArgs {
+    /// Set a limit on the history read, in its unit: history_mb (default 256), message_mb (64),
+    /// history_values (4000000 JSON values), message_values (1000000), history_messages
+    /// (500000). Repeat it, or list NAME=N pairs separated by commas (also in
+    /// AGENT_HOST_LIMITS).
+    #[arg(
+        long = "limit",
+        value_name = "NAME=N",
+        env = "AGENT_HOST_LIMITS",
+        value_delimiter = ',',
+        value_parser = Limit::assignment
+    )]
+    limit: Vec<(Limit, u64)>,
+}
+
+impl LimitArgs {
+    /// The defaults with what was set.
+    pub fn limits(&self) -> Limits {
+        let mut limits = Limits::default();
+        for &(limit, value) in &self.limit {
+            limits.set(limit, value);
+        }
+        limits
+    }
+}
+
 /// Runs an engine future to completion on the command line's async
 /// runtime (a multi-thread one: the engine's blocking tasks block on its
 /// handle while a summary is written).

@@ -39,6 +39,8 @@ pub struct RunArgs {
     /// Its format; detected when not given.
     #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
     format: Option<Format>,
+    #[command(flatten)]
+    limits: crate::commands::LimitArgs,
     /// Read the history of this stored session (its key within --agent, or its id) instead of
     /// --input (its latest checkpoint, if any, stands for what it summarises). Without
     /// --message nothing is appended: what the pipeline and processors make is a view for the
@@ -159,7 +161,7 @@ pub fn run(
             checkpoint = meta.checkpoints.last().cloned();
             loaded
         }
-        (None, Some(path)) => transcript::load(path, args.format)?,
+        (None, Some(path)) => transcript::load(path, args.format, &args.limits.limits())?,
         (None, None) => transcript::sample(),
     };
     let source = loaded.source.clone();

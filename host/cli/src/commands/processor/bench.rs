@@ -42,6 +42,8 @@ pub struct BenchArgs {
         requires = "input"
     )]
     format: Option<Format>,
+    #[command(flatten)]
+    limits: crate::commands::LimitArgs,
     /// Timed calls.
     #[arg(long, short = 'n', value_name = "N", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -97,7 +99,9 @@ impl Stats {
 /// Runs `agent-host processor bench`.
 pub(super) fn run(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let history = match &args.input {
-        Some(path) => agent_host_engine::transcript::load(path, args.format)?,
+        Some(path) => {
+            agent_host_engine::transcript::load(path, args.format, &args.limits.limits())?
+        }
         None => agent_host_engine::transcript::sample(),
     };
     let source = history.source;

@@ -13,7 +13,7 @@ const IMPORT_BATCH: usize = 256;
 const IMPORT_PROGRESS_FROM: usize = 2_000;
 
 pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
-    let loaded = transcript::load(&args.file, args.format)?;
+    let loaded = transcript::load(&args.file, args.format, &args.limits.limits())?;
     let transcript = loaded.transcript;
     let messages = transcript.messages;
     if messages.is_empty() {

@@ -274,6 +274,8 @@ pub struct ImportArgs {
     /// The title of a session this creates (the file's own title, when it has one, otherwise).
     #[arg(long)]
     title: Option<String>,
+    #[command(flatten)]
+    limits: crate::commands::LimitArgs,
 }
 
 /// Runs a `sessions` command against the store `spec` names, writing
