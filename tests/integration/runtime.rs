@@ -438,6 +438,47 @@ fn a_granted_directory_is_readable_and_not_writable() {
     );
 }
 
+#[test]
+#[cfg(unix)]
+fn a_fifo_or_a_device_in_a_granted_directory_is_refused_not_waited_on() {
+    // Issue 15, item 7: a FIFO planted in a granted folder hung the host
+    // forever (the open blocked the host thread, out of the deadline's
+    // reach). The guest's open now fails at once.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let fifo = root.join("notes.txt");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let link = root.join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    for target in [&fifo, &link] {
+        let options = ProcessorOptions {
+            grants: Grants {
+                read_dirs: vec![root.clone()],
+                ..Grants::default()
+            },
+            ..with_config(&format!(r#"{{"read": "{}"}}"#, target.display()))
+        };
+        let p = load(guests::WASI_FS, options);
+        // On a host that waits on the FIFO, the call never returns: the
+        // test fails after 20 s rather than hanging.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(runtime().run(&[p], &RunInfo::default(), sample()));
+        });
+        let out = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("the call on {target:?} did not return"));
+        let r = &out.reports[0];
+        assert_eq!(r.outcome, Outcome::Failed, "{target:?}: {:?}", r.error);
+        let error = r.error.as_deref().unwrap_or_default();
+        assert!(error.contains("cannot read"), "{target:?}: {error}");
+    }
+}
+
 fn clocks_granted() -> ProcessorOptions {
     ProcessorOptions {
         grants: Grants {

@@ -186,7 +186,67 @@ pub(crate) fn add_to_linker(
         deny::<(u64,), (Vec<u8>,)>(linker, &i, "get-insecure-random-bytes", "random")?;
         deny::<(), (u64,)>(linker, &i, "get-insecure-random-u64", "random")?;
     }
+    open_regular_files_only(linker)?;
     linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Replaces `descriptor.open-at` with one that first looks at what the path
+/// names and refuses (`access`) anything but a file or a folder: opening a
+/// FIFO planted in a granted folder blocks the host thread until a writer
+/// comes, where no deadline reaches it, and a device may never end. A path
+/// that does not exist yet goes on to the open (which may create a file).
+fn open_regular_files_only(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+    use wasmtime_wasi::p2::bindings::sync::filesystem::types::{
+        Descriptor, DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor, OpenFlags,
+        PathFlags,
+    };
+    type Answer = Result<Resource<Descriptor>, ErrorCode>;
+
+    let iface = format!("wasi:filesystem/types@{WASI}");
+    linker.instance(&iface)?.func_wrap(
+        "[method]descriptor.open-at",
+        |mut store: StoreContextMut<'_, State>,
+         (fd, path_flags, path, oflags, flags): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            OpenFlags,
+            DescriptorFlags,
+        )|
+         -> wasmtime::Result<(Answer,)> {
+            let (ctx, table) = store.data_mut().wasi_parts();
+            let mut view = WasiFilesystemCtxView {
+                ctx: ctx.filesystem(),
+                table,
+            };
+            let at = Resource::<Descriptor>::new_borrow(fd.rep());
+            match view.stat_at(at, path_flags, path.clone()) {
+                Ok(stat) => match stat.type_ {
+                    DescriptorType::RegularFile | DescriptorType::Directory => {}
+                    other => {
+                        tracing::warn!(
+                            path = %path,
+                            kind = ?other,
+                            "a processor's open of something that is not a file or a folder was refused"
+                        );
+                        return Ok((Err(ErrorCode::Access),));
+                    }
+                },
+                Err(e) => {
+                    let code = wasmtime_wasi::p2::bindings::sync::filesystem::types::Host::convert_error_code(&mut view, e)?;
+                    if code != ErrorCode::NoEntry {
+                        return Ok((Err(code),));
+                    }
+                }
+            }
+            match view.open_at(fd, path_flags, path, oflags, flags) {
+                Ok(opened) => Ok((Ok(opened),)),
+                Err(e) => Ok((Err(wasmtime_wasi::p2::bindings::sync::filesystem::types::Host::convert_error_code(&mut view, e)?),)),
+            }
+        },
+    )?;
     Ok(())
 }
 
