@@ -429,7 +429,12 @@ impl Engine {
 
         let mut aggressive_retry = None;
         let mut first_attempt = None;
-        let reply = match self.send(&provider, &prepared.view, &*observer).await {
+        // The text of the answer as it streams in, kept if the stream is cut.
+        let mut arrived = String::new();
+        let reply = match self
+            .send_keeping(&provider, &prepared.view, &*observer, &mut arrived)
+            .await
+        {
             Err(ProviderError::ContextLength { message, .. }) => {
                 tracing::warn!(
                     "the provider refused the context as too long ({message}); pruning aggressively and retrying once"
@@ -462,12 +467,46 @@ impl Engine {
                     &*observer,
                 )
                 .await?;
-                self.send(&provider, &prepared.view, &*observer).await
+                self.send_keeping(&provider, &prepared.view, &*observer, &mut arrived)
+                    .await
             }
             other => other,
         };
-        let mut reply =
-            reply.map_err(|source| provider_error(&provider, "did not answer", source))?;
+        let mut reply = match reply {
+            Ok(reply) => reply,
+            // An answer cut off after some text (a stream that broke or fell
+            // silent) is kept with the question, marked incomplete: neither
+            // the user's message nor what the model said is lost.
+            Err(source) if !arrived.trim().is_empty() => {
+                let partial = cut_answer(arrived, &agent, &source);
+                let turn = [user, partial];
+                let chars = turn[1].content.chars().count();
+                let stored = self
+                    .blocking(move |inner| {
+                        let meta = inner.open(&session)?;
+                        Ok(inner.store.append(&meta.reference(), &turn)?)
+                    })
+                    .await;
+                let settings = provider.settings();
+                let context = match stored {
+                    Ok(_) => format!(
+                        "the {} model {}'s answer was cut off after {chars} characters; the \
+                         turn was stored with what arrived, marked incomplete",
+                        settings.kind, settings.model
+                    ),
+                    Err(e) => {
+                        tracing::warn!("the cut-off turn could not be stored: {e}");
+                        format!(
+                            "the {} model {}'s answer was cut off after {chars} characters; \
+                             the turn was not stored ({e})",
+                            settings.kind, settings.model
+                        )
+                    }
+                };
+                return Err(EngineError::Provider { context, source });
+            }
+            Err(source) => return Err(provider_error(&provider, "did not answer", source)),
+        };
         if reply.text().trim().is_empty() && reply.tool_calls.is_empty() {
             // Stored, an empty answer would be sent back later, and some
             // providers (Anthropic) refuse an empty assistant message.
@@ -786,11 +825,31 @@ impl Engine {
         view: &[Message],
         observer: &dyn Observer,
     ) -> Result<Message, ProviderError> {
+        self.send_keeping(provider, view, observer, &mut String::new())
+            .await
+    }
+
+    /// [`Engine::send`], keeping the answer's text in `arrived` as it streams
+    /// in (a retried request starts it again).
+    async fn send_keeping(
+        &self,
+        provider: &Provider,
+        view: &[Message],
+        observer: &dyn Observer,
+        arrived: &mut String,
+    ) -> Result<Message, ProviderError> {
+        use agent_host_provider::StreamEvent;
+        arrived.clear();
         let request = ChatRequest {
             messages: view.to_vec(),
             ..ChatRequest::default()
         };
-        let mut forward = |event: agent_host_provider::StreamEvent| {
+        let mut forward = |event: StreamEvent| {
+            match &event {
+                StreamEvent::Text(text) => arrived.push_str(text),
+                StreamEvent::Retry { .. } => arrived.clear(),
+                _ => {}
+            }
             observer.event(&EngineEvent::Model(event));
         };
         provider
@@ -980,6 +1039,23 @@ fn existing(store: &dyn SessionStore, session: &SessionRef) -> Result<SessionMet
     store
         .get(session)?
         .ok_or_else(|| EngineError::Store(agent_host_store::StoreError::NotFound(session.clone())))
+}
+
+/// The metadata key marking an answer that was cut off; its value is why.
+pub const INCOMPLETE_KEY: &str = "incomplete";
+
+/// What arrived of an answer cut off by `error`, as the assistant message
+/// stored for it.
+fn cut_answer(text: String, agent: &str, error: &ProviderError) -> Message {
+    let mut m = Message::assistant(text);
+    m.id = new_id();
+    m.agent = Some(agent.to_owned());
+    m.timestamp = Some(Utc::now());
+    m.metadata.insert(
+        INCOMPLETE_KEY.to_owned(),
+        serde_json::Value::String(agent_host_core::error_kind::error_chain(error)),
+    );
+    m
 }
 
 /// The provider's failure, saying which model did `what` and that the turn

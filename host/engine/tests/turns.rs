@@ -148,3 +148,51 @@ async fn failed_or_empty_turns_store_nothing() {
     assert!(!outcome.reply.unwrap().text().is_empty());
     assert_eq!(store.load(&session).unwrap().messages.len(), 2);
 }
+
+/// Issue 15, item 13: an answer cut off halfway keeps the user's message
+/// and what arrived, marked incomplete; before, the whole turn was lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_off_answer_keeps_the_question_and_what_arrived() {
+    use agent_host_testkit::model_server::{Answer, Scripted};
+
+    let server = LlmServer::start(Wire::OpenAi);
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let engine = engine(&server, store.clone());
+    let session = SessionRef::key("default", "cut");
+    let long: String = (0..200).map(|i| format!("word{i} ")).collect();
+
+    server.push(Scripted::CutOff(Answer::text(&long)));
+    let err = engine
+        .turn(
+            TurnRequest::new(session.clone(), "tell me a story"),
+            Arc::new(Quiet),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), agent_host_core::ErrorKind::ProviderFailed);
+    let shown = err.to_string();
+    assert!(shown.contains("was cut off after"), "{shown}");
+    assert!(shown.contains("marked incomplete"), "{shown}");
+    let log = store.load(&session).unwrap().messages;
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[0].content, "tell me a story");
+    let partial = &log[1];
+    assert!(!partial.content.is_empty() && partial.content.len() < long.len());
+    assert!(long.starts_with(&partial.content), "{:?}", partial.content);
+    assert!(
+        partial
+            .metadata
+            .contains_key(agent_host_engine::INCOMPLETE_KEY),
+        "{:?}",
+        partial.metadata
+    );
+
+    // A failure before any text stores nothing, as before.
+    server.push(Scripted::ServerError);
+    engine
+        .turn(TurnRequest::new(session.clone(), "again"), Arc::new(Quiet))
+        .await
+        .unwrap_err();
+    assert_eq!(store.load(&session).unwrap().messages.len(), 2);
+}
