@@ -401,9 +401,55 @@ impl Transcript {
 }
 
 fn pretty(value: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(value).expect("a Value always serializes");
+    let mut text = to_pretty(value).expect("a Value always serializes");
     text.push('\n');
     text
+}
+
+/// `value` as indented JSON, or as compact JSON when indenting would make it
+/// more than four times larger (plus 4 KiB).
+///
+/// Indentation grows with depth, so 8 MB of nested arrays (a processor's
+/// metadata, a history's unknown fields) indented one bracket a line came
+/// out as a gigabyte. The indented text is written under that cap and given
+/// up as soon as it passes it, so the large text is never built.
+///
+/// ```
+/// use agent_host_core::format::to_pretty;
+///
+/// let flat = serde_json::json!({"a": [1, 2]});
+/// assert_eq!(to_pretty(&flat).unwrap(), "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
+/// let deep = serde_json::from_str::<serde_json::Value>(&format!("{}{}", "[".repeat(100), "]".repeat(100))).unwrap();
+/// assert_eq!(to_pretty(&deep).unwrap().len(), 200);
+/// ```
+pub fn to_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    /// Keeps what is written to it, failing past `cap` bytes.
+    struct Capped {
+        out: Vec<u8>,
+        cap: usize,
+    }
+    impl std::io::Write for Capped {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.out.len() + bytes.len() > self.cap {
+                return Err(std::io::Error::other("over the cap"));
+            }
+            self.out.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let compact = serde_json::to_vec(value)?;
+    let mut capped = Capped {
+        out: Vec::with_capacity(compact.len() + compact.len() / 2),
+        cap: compact.len().saturating_mul(4).saturating_add(4096),
+    };
+    let bytes = match serde_json::to_writer_pretty(&mut capped, value) {
+        Ok(()) => capped.out,
+        Err(_) => compact,
+    };
+    Ok(String::from_utf8(bytes).expect("serde_json writes UTF-8"))
 }
 
 /// Parses a whole JSON document, with the position of a syntax error.
@@ -680,6 +726,28 @@ mod tests {
         );
         let err = FormatError::new(Format::Jsonl, "bad").at_line(7);
         assert_eq!(err.to_string(), "jsonl line 7: bad");
+    }
+
+    #[test]
+    fn deeply_nested_extras_are_not_inflated_by_indentation() {
+        // 100,000 bytes of brackets 100 deep, as a processor's metadata
+        // could carry them: indented, a bracket a line, they took 5 MB.
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100)).repeat(500);
+        let deep = format!("[{}]", deep.replace("][", "],["));
+        let mut m = Message::user("hi").with_id("m1");
+        m.metadata.insert(
+            "openai".into(),
+            serde_json::json!({"x": serde_json::from_str::<Value>(&deep).unwrap()}),
+        );
+        let text = write(Format::OpenAi, std::slice::from_ref(&m)).unwrap();
+        assert!(text.len() < deep.len() * 4 + 4096, "{} bytes", text.len());
+        assert_eq!(
+            parse(Format::OpenAi, &text).unwrap().messages[0].metadata,
+            m.metadata
+        );
+        // Ordinary output is still indented.
+        let plain = write(Format::OpenAi, &[Message::user("hi")]).unwrap();
+        assert!(plain.contains("\n    \"role\": \"user\""), "{plain}");
     }
 
     #[test]

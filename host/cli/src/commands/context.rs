@@ -124,7 +124,7 @@ pub fn run(
         writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&json(&meta, &compaction))?
+            agent_host_core::format::to_pretty(&json(&meta, &compaction))?
         )?;
     } else {
         write!(out, "{}", text(&meta, &compaction))?;

@@ -294,7 +294,7 @@ pub fn run(
         "failure": failure.as_ref().map(ToString::to_string),
     });
     if let Some(path) = &args.report {
-        let text = serde_json::to_string_pretty(&report)?;
+        let text = agent_host_core::format::to_pretty(&report)?;
         std::fs::write(path, text + "\n")
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
@@ -411,7 +411,7 @@ fn turn(
                 "tool_calls": r.tool_calls.len(),
             })),
         });
-        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+        std::fs::write(path, agent_host_core::format::to_pretty(&report)? + "\n")
             .with_context(|| format!("cannot write the report to {}", path.display()))?;
     }
     Ok(())

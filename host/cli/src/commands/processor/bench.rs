@@ -186,7 +186,7 @@ pub(super) fn run(args: &BenchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             "guest_ms": guest,
             "peak_memory_bytes": report.peak_memory_bytes,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&report)?)?;
         return Ok(());
     }
     writeln!(out, "{}", super::identity(p))?;

@@ -160,7 +160,7 @@ pub(super) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             "passed": results.len() - failed.len(),
             "failed": failed,
         });
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&report)?)?;
     } else {
         writeln!(out, "{summary}")?;
     }

@@ -62,7 +62,7 @@ pub(super) fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<()>
         },
     });
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&report)?)?;
         return Ok(());
     }
 
@@ -287,14 +287,13 @@ fn json_or_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
-/// `text` pretty-printed when it is JSON, else as it is. Indentation grows
-/// with depth, so a deeply nested document is shown as it came when pretty
-/// printing would make it more than a few times larger.
+/// `text` pretty-printed when it is JSON, else as it is (see
+/// [`agent_host_core::format::to_pretty`]: a deeply nested document comes
+/// out compact rather than inflated by its indentation).
 fn pretty(text: &str) -> String {
     serde_json::from_str::<Value>(text)
         .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .filter(|p| p.len() <= text.len().saturating_mul(4).saturating_add(4096))
+        .and_then(|v| agent_host_core::format::to_pretty(&v).ok())
         .unwrap_or_else(|| text.to_owned())
 }
 

@@ -46,7 +46,7 @@ pub(super) fn info(args: &InfoArgs, spec: &str, out: &mut dyn Write) -> Result<(
                 .collect(),
         );
         value["warnings"] = json!(warnings);
-        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&value)?)?;
         return Ok(());
     }
     writeln!(out, "id:          {}", meta.id)?;

@@ -339,7 +339,7 @@ fn list(args: &ListArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
     }
     if args.json {
         let all: Vec<Value> = page.sessions.iter().map(session_json).collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&all)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&all)?)?;
         return Ok(());
     }
     if page.total == 0 {
@@ -435,7 +435,7 @@ fn show(args: &ShowArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
             .iter()
             .map(|(_, m)| native_record(m))
             .collect::<Result<Vec<Value>>>()?;
-        writeln!(out, "{}", serde_json::to_string_pretty(&records)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&records)?)?;
         return Ok(());
     }
     writeln!(
@@ -625,7 +625,7 @@ fn cleanup(args: &CleanupArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
     };
     if args.json {
         let all: Vec<Value> = chosen.iter().map(session_json).collect();
-        writeln!(out, "{}", serde_json::to_string_pretty(&all)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&all)?)?;
         return Ok(());
     }
     let verb = if args.dry_run {

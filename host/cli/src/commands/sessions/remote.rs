@@ -152,7 +152,11 @@ fn list(remote: &Remote, args: &ListArgs, out: &mut dyn Write) -> Result<()> {
         )?;
     }
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&page.sessions)?)?;
+        writeln!(
+            out,
+            "{}",
+            agent_host_core::format::to_pretty(&page.sessions)?
+        )?;
         return Ok(());
     }
     if page.sessions.is_empty() {
@@ -214,7 +218,7 @@ fn show(remote: &Remote, args: &ShowArgs, out: &mut dyn Write) -> Result<()> {
     let answer: Value = remote.call(reqwest::Method::GET, remote.url(&path, &query)?, None)?;
     let records = answer["messages"].as_array().cloned().unwrap_or_default();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&records)?)?;
+        writeln!(out, "{}", agent_host_core::format::to_pretty(&records)?)?;
         return Ok(());
     }
     let messages = records
