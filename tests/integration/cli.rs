@@ -212,6 +212,29 @@ fn a_bad_store_spec_and_a_bad_key_have_their_exit_codes() {
     assert!(stderr(&output).contains("agent"), "{}", stderr(&output));
 }
 
+/// What `inspect` shows of a stranger's history (text, tool names, call
+/// ids, titles) reaches the terminal with its escape sequences escaped.
+#[test]
+fn inspect_escapes_what_a_history_controls() {
+    let history = r#"[{"role":"user","content":"\u001b[2Jhello\u0007"},
+        {"role":"assistant","content":"ok","tool_calls":[{"id":"c\u001b[31m","type":"function",
+         "function":{"name":"x\u001b]0;t\u0007","arguments":"{}"}}]},
+        {"role":"tool","tool_call_id":"orphan\u001b[5m","content":"r"}]"#;
+    let output = run(&["inspect", "-"], history);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains("unanswered call: c\\u{1b}[31m"), "{text}");
+    let claude =
+        "{\"type\":\"summary\",\"summary\":\"\\u001b]0;owned\\u0007\",\"leafUuid\":\"l\"}\n";
+    let output = run(&["inspect", "-"], claude);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stdout(&output).contains('\u{1b}'), "{:?}", stdout(&output));
+}
+
 /// An error that quotes a stranger's history shows its escape sequences
 /// escaped: the terminal is never told to clear itself or retitle its window
 /// (issue 15, item 10).

@@ -365,7 +365,7 @@ fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
         messages.len()
     )?;
     if let Some(title) = &loaded.transcript.title {
-        writeln!(out, "title: {title}")?;
+        writeln!(out, "title: {}", term::safe(title))?;
     }
     writeln!(
         out,
@@ -376,10 +376,10 @@ fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
         pairing.orphans.len()
     )?;
     for id in &pairing.unanswered {
-        writeln!(out, "  unanswered call: {id}")?;
+        writeln!(out, "  unanswered call: {}", term::safe(id))?;
     }
     for id in &pairing.orphans {
-        writeln!(out, "  orphan result in message: {id}")?;
+        writeln!(out, "  orphan result in message: {}", term::safe(id))?;
     }
     let sidechains = &loaded.transcript.sidechains;
     if !sidechains.is_empty() {
