@@ -326,12 +326,12 @@ fn a_large_message_round_trips() {
 }
 
 #[test]
-fn a_100_mb_line_loads() {
-    // Bad input the issue asks about: one message of 100 MB in one line,
-    // written to the log by something else. The store sets no line limit
-    // (a line is refused only when it is not a message), so it loads, and
-    // the count is reconciled; it costs what reading and parsing 100 MB
-    // costs, twice (the shared attempt, then the reconciling one).
+fn a_100_mb_line_is_reported_and_the_rest_loads() {
+    // Bad input: one message of 100 MB in one line, written to the log by
+    // something else. Every line is read within the default per-message
+    // limits (64 MiB, 1,000,000 JSON values; issue 15, item 8), so the line
+    // is reported with its number and the limit, never parsed, and stays in
+    // the file; the other messages load, and appends go on.
     let (_dir, store, session, log) = store_with(1);
     let content = "y".repeat(100_000_000);
     let small = Message::user("@").with_id("huge");
@@ -346,25 +346,43 @@ fn a_100_mb_line_loads() {
     drop(bytes);
     let history = store.load(&session).unwrap();
     let took = started.elapsed();
-    assert_eq!(history.messages.len(), 4);
-    assert_eq!(history.meta.message_count, 4);
-    assert_eq!(history.messages[3].id, "huge");
-    assert!(
-        history.messages[3].content == content,
-        "the content round-trips"
-    );
+    assert_eq!(history.messages.len(), 3);
     assert!(
         history
             .warnings
             .iter()
-            .all(|w| w.detail.contains("counted 3")),
+            .any(|w| w.line == Some(4) && w.detail.contains("the `message_mb` limit")),
         "{:?}",
         history.warnings
     );
-    // Appends after it still work, and a second load is clean.
+    assert!(
+        std::fs::metadata(&log).unwrap().len() > 100_000_000,
+        "the line is kept"
+    );
     store.append(&session, &turn(0, 1)).unwrap();
-    assert_eq!(store.load(&session).unwrap().messages.len(), 7);
+    assert_eq!(store.load(&session).unwrap().messages.len(), 6);
     eprintln!("a 100 MB line: written and loaded in {took:?}");
+}
+
+#[test]
+fn a_message_the_store_could_not_read_back_is_not_appended() {
+    let (_dir, store, session, log) = store_with(1);
+    let before = std::fs::read(&log).unwrap();
+    let zeros = serde_json::Value::Array(vec![serde_json::json!(0); 1_000_001]);
+    let mut wide = Message::user("hi").with_id("wide");
+    wide.metadata.insert("x".into(), zeros);
+    let e = store
+        .append(&session, &[Message::user("ok").with_id("fine"), wide])
+        .unwrap_err();
+    assert_eq!(e.kind(), agent_host_core::ErrorKind::LimitExceeded, "{e}");
+    let shown = e.to_string();
+    assert!(shown.contains("message 1 (id \"wide\")"), "{shown}");
+    assert!(shown.contains("`message_values`"), "{shown}");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "nothing of the append was written"
+    );
 }
 
 #[test]

@@ -1092,8 +1092,10 @@ impl SessionStore for FileStore {
 
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta> {
         let mut buf = Vec::with_capacity(messages.len() * 512);
-        for message in messages {
+        for (i, message) in messages.iter().enumerate() {
+            let start = buf.len();
             jsonl::write_line(message, &mut buf);
+            crate::storable(session, i, message, &buf[start..buf.len() - 1])?;
         }
         self.exclusive(session, |held| {
             if messages.is_empty() {

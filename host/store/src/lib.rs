@@ -357,6 +357,21 @@ pub enum StoreError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// A message larger than a log line may be: the store reads every line
+    /// within the default per-message limits of
+    /// [`agent_host_core::format::Limits`], so it writes none it could not
+    /// read back.
+    #[error("session {session}: message {index} (id {id:?}) cannot be stored: {detail}")]
+    Oversized {
+        /// The session appended to.
+        session: SessionRef,
+        /// The message's index in the append.
+        index: usize,
+        /// Its id.
+        id: String,
+        /// Which limit, and by how much.
+        detail: String,
+    },
     /// A page size outside 1 to [`MAX_PAGE_LIMIT`].
     #[error("a page holds 1 to {MAX_PAGE_LIMIT} sessions, not {limit}")]
     PageLimit {
@@ -446,12 +461,29 @@ impl StoreError {
             // is the request's.
             StoreError::Invalid { what: "store", .. } => ErrorKind::Configuration,
             StoreError::Invalid { .. } | StoreError::PageLimit { .. } => ErrorKind::InvalidInput,
+            StoreError::Oversized { .. } => ErrorKind::LimitExceeded,
             StoreError::Io { .. }
             | StoreError::Refused { .. }
             | StoreError::Metadata { .. }
             | StoreError::Backend { .. } => ErrorKind::Io,
         }
     }
+}
+
+/// Refuses message `index` of an append to `session` when its stored line
+/// (`line`, without its newline) is over the per-message limits every line
+/// of a log is read back with ([`agent_host_core::format::jsonl::parse_line`]).
+pub fn storable(session: &SessionRef, index: usize, message: &Message, line: &[u8]) -> Result<()> {
+    use agent_host_core::format::{Format, Limits, Meter};
+    let text = std::str::from_utf8(line).expect("serde_json writes UTF-8");
+    Meter::new(Limits::default())
+        .message(Format::Jsonl, text)
+        .map_err(|e| StoreError::Oversized {
+            session: session.clone(),
+            index,
+            id: message.id.clone(),
+            detail: e.detail,
+        })
 }
 
 /// A place sessions are kept.

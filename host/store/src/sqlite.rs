@@ -475,13 +475,15 @@ impl SessionStore for SqliteStore {
         // Serialized before the lock is taken.
         let lines: Vec<String> = messages
             .iter()
-            .map(|message| {
+            .enumerate()
+            .map(|(i, message)| {
                 let mut line = Vec::with_capacity(512);
                 jsonl::write_line(message, &mut line);
                 line.pop(); // the newline
-                String::from_utf8(line).expect("serde_json writes UTF-8")
+                crate::storable(session, i, message, &line)?;
+                Ok(String::from_utf8(line).expect("serde_json writes UTF-8"))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let action = "cannot append to";
         self.write(
             |e| self.fail(session, action, e),
