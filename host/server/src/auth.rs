@@ -212,7 +212,8 @@ fn digest(token: &str) -> [u8; 32] {
 /// The scope a request needs: `None` for the open endpoints.
 pub fn needed(method: &axum::http::Method, path: &str) -> Option<Scope> {
     match path {
-        "/healthz" | "/openapi.json" => None,
+        "/healthz" | "/openapi.json" | "/login" | "/logout" => None,
+        _ if path.starts_with("/assets/") => None,
         "/metrics" => Some(Scope::Admin),
         _ if method == axum::http::Method::GET || method == axum::http::Method::HEAD => {
             Some(Scope::Read)

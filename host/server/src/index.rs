@@ -94,6 +94,9 @@ pub struct PageQuery {
     pub agent: Option<String>,
     /// Only sessions in this state.
     pub state: Option<SessionState>,
+    /// Only sessions whose key, title, id or agent holds this text (any
+    /// case).
+    pub text: Option<String>,
 }
 
 impl Index {
@@ -232,10 +235,12 @@ impl Index {
         };
         let mut sessions = Vec::with_capacity(query.limit);
         let mut next = None;
+        let text = query.text.as_deref().map(str::to_lowercase);
         for position in range {
             let entry = &inner.by_id[&position.1];
             if query.agent.as_ref().is_some_and(|a| *a != entry.view.agent)
                 || query.state.is_some_and(|s| s != entry.state())
+                || text.as_deref().is_some_and(|t| !mentions(&entry.view, t))
             {
                 continue;
             }
@@ -271,6 +276,19 @@ impl Inner {
         self.order.remove(&(Reverse(entry.view.updated), id));
         Some(entry)
     }
+}
+
+/// Whether `view`'s key, title, id or agent holds `text` (lower case).
+fn mentions(view: &SessionView, text: &str) -> bool {
+    [
+        view.key.as_deref(),
+        view.title.as_deref(),
+        Some(view.agent.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|field| field.to_lowercase().contains(text))
+        || view.id.to_string().contains(text)
 }
 
 fn is_idle(last: DateTime<Utc>, idle_after: Duration, now: DateTime<Utc>) -> bool {

@@ -50,6 +50,7 @@ use serde_json::value::RawValue;
 
 pub mod auth;
 mod body;
+mod dashboard;
 pub mod error;
 pub mod events;
 pub mod hooks;
@@ -183,6 +184,7 @@ impl Server {
     pub fn router(&self) -> Router {
         let state = self.state.clone();
         let mut router = routes::router()
+            .merge(dashboard::router())
             .layer(axum::middleware::from_fn_with_state(
                 state.clone(),
                 authorize,
@@ -293,11 +295,23 @@ pub async fn shutdown_signal() {
 
 async fn authorize(State(state): State<Shared>, request: Request, next: Next) -> Response {
     if let Some(needed) = auth::needed(request.method(), request.uri().path()) {
+        // A bearer header, or the cookie of a browser signed in to the
+        // dashboard (`SameSite=Strict`: never sent by another site's page).
+        let cookie = dashboard::bearer_from_cookie(request.headers());
         let header = request
             .headers()
             .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
+            .and_then(|v| v.to_str().ok())
+            .or(cookie.as_deref());
         if let Err(e) = state.config.tokens.check(header, needed) {
+            let path = request.uri().path();
+            if header.is_none()
+                && request.method() == axum::http::Method::GET
+                && dashboard::is_page(path)
+            {
+                let asked = request.uri().path_and_query().map_or(path, |p| p.as_str());
+                return dashboard::sign_in(asked);
+            }
             return e.into_response();
         }
     }

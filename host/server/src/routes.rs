@@ -299,6 +299,7 @@ pub(crate) async fn list_sessions(
         cursor: args.cursor,
         agent: args.agent,
         state: wanted,
+        text: None,
     })?;
     Ok(Json(SessionList {
         sessions,

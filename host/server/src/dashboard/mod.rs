@@ -1,0 +1,313 @@
+//! The dashboard: server-rendered pages over the same state the API serves.
+//!
+//! `GET /` lists the sessions (searchable, filterable, paged), `GET
+//! /sessions/{id}` shows one: its facts, exactly what would be sent now split
+//! into its zones, context use over its messages with compaction points
+//! marked, and its conversation as a timeline with summary checkpoints as
+//! markers. Every page reads with JavaScript off; a small embedded script
+//! makes them live (they follow `GET /v1/events`) and fills the list's
+//! context meters. No CDN, nothing fetched from elsewhere; everything a
+//! history holds is escaped by the templates (maud).
+//!
+//! With tokens configured, a browser signs in at `/login` with a token: it
+//! is kept in an `HttpOnly`, `SameSite=Strict` cookie that the server reads
+//! as it reads a bearer header, so the scopes are the API's (`read` to look,
+//! `write` to rename).
+
+mod page;
+
+use agent_host_api::{SessionState, SessionView, UpdateSession};
+use agent_host_core::ErrorKind;
+use agent_host_store::{SessionRef, TailStart};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::Shared;
+use crate::body::{JsonBody, QueryArgs};
+use crate::error::ApiError;
+use crate::index::PageQuery;
+
+/// An error, shown as a page.
+pub(crate) struct PageError(ApiError);
+
+impl<E> From<E> for PageError
+where
+    ApiError: From<E>,
+{
+    fn from(e: E) -> Self {
+        PageError(ApiError::from(e))
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        (status, page::error(status.as_u16(), &self.0.message)).into_response()
+    }
+}
+
+type PageResult<T> = Result<T, PageError>;
+
+/// Sessions a list page shows.
+const PAGE: usize = 50;
+/// Messages a session page shows (the newest; older ones page back).
+const MESSAGES: usize = 100;
+/// The cookie a signed-in browser keeps its token in.
+pub(crate) const COOKIE: &str = "agent_host_token";
+
+pub(crate) fn router() -> Router<Shared> {
+    Router::new()
+        .route("/", get(list))
+        .route("/sessions/{id}", get(session))
+        .route("/sessions/{id}/rename", post(rename))
+        .route("/login", get(login_form).post(login))
+        .route("/logout", post(logout))
+        .route("/assets/dashboard.css", get(css))
+        .route("/assets/dashboard.js", get(js))
+}
+
+/// Whether `path` is a dashboard page (answered with a page that signs in,
+/// not a JSON error, when a token is missing).
+pub(crate) fn is_page(path: &str) -> bool {
+    path == "/" || path.starts_with("/sessions/")
+}
+
+/// The token a signed-in browser's cookie holds, as the bearer header the
+/// API reads.
+pub(crate) fn bearer_from_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| {
+            let token: String = form_urlencoded::parse(format!("t={value}").as_bytes())
+                .map(|(_, v)| v.into_owned())
+                .next()
+                .unwrap_or_default();
+            format!("Bearer {token}")
+        })
+}
+
+async fn css() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("dashboard.css"),
+    )
+}
+
+async fn js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("dashboard.js"),
+    )
+}
+
+/// The list page's query.
+#[derive(Debug, Default, Deserialize)]
+struct ListArgs {
+    /// Text in the key, the title, the id or the agent.
+    q: Option<String>,
+    agent: Option<String>,
+    state: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn list(
+    State(state): State<Shared>,
+    QueryArgs(args): QueryArgs<ListArgs>,
+) -> PageResult<Markup> {
+    let empty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
+    let wanted = match empty(args.state.clone()) {
+        None => None,
+        Some(text) => Some(
+            text.parse::<SessionState>()
+                .map_err(|e| ApiError::invalid("state", e))?,
+        ),
+    };
+    let query = PageQuery {
+        limit: PAGE,
+        cursor: empty(args.cursor.clone()),
+        agent: empty(args.agent.clone()),
+        state: wanted,
+        text: empty(args.q.clone()),
+    };
+    let (sessions, next) = state.index.page(&query)?;
+    Ok(page::list(&page::ListView {
+        sessions: &sessions,
+        next: next.as_deref(),
+        q: query.text.as_deref().unwrap_or(""),
+        agent: query.agent.as_deref().unwrap_or(""),
+        state: wanted,
+        total: state.index.len(),
+        signed_in: !state.config.tokens.is_empty(),
+    }))
+}
+
+/// The session page's query.
+#[derive(Debug, Default, Deserialize)]
+struct SessionArgs {
+    /// How many pages of messages back from the newest (0 = the newest).
+    back: Option<usize>,
+}
+
+async fn session(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    QueryArgs(args): QueryArgs<SessionArgs>,
+) -> PageResult<Markup> {
+    let id = parse_id(&id)?;
+    let view = find(&state, id).await?;
+    let back = args.back.unwrap_or(0).min(100_000);
+    let wanted = MESSAGES.saturating_mul(back + 1);
+    let store = state.engine.store().clone();
+    let tail = tokio::task::spawn_blocking(move || {
+        store.load_tail(&SessionRef::Id(id), TailStart::Newest(wanted))
+    })
+    .await??;
+    let report = crate::routes::context(
+        State(state.clone()),
+        Path(id.to_string()),
+        QueryArgs(Default::default()),
+    )
+    .await
+    .map(|json| json.0);
+    // The newest `wanted` messages; this page is the first MESSAGES of them.
+    let shown = tail.messages.len().min(MESSAGES);
+    let earlier = tail.skipped > 0 || tail.messages.len() > MESSAGES;
+    Ok(page::session(&page::SessionPage {
+        view: &view,
+        meta: &tail.meta,
+        system: &tail.system,
+        messages: &tail.messages[..shown],
+        skipped: tail.skipped as usize + tail.messages.len() - shown,
+        back,
+        earlier,
+        report: report.as_ref().ok(),
+        report_error: report.as_ref().err().map(ToString::to_string),
+    }))
+}
+
+/// The rename form.
+#[derive(Debug, Deserialize)]
+struct RenameForm {
+    title: String,
+}
+
+async fn rename(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> PageResult<Response> {
+    let id = parse_id(&id)?;
+    let form: RenameForm = serde_urlencoded::from_bytes(&body)
+        .map_err(|e| ApiError::invalid("title", format!("the form is not readable: {e}")))?;
+    let title = form.title.trim().to_owned();
+    let update = UpdateSession {
+        title: Some((!title.is_empty()).then_some(title)),
+    };
+    let _renamed = crate::routes::update_session(
+        State(state),
+        Path(id.to_string()),
+        QueryArgs(Default::default()),
+        JsonBody(update),
+    )
+    .await?;
+    Ok(Redirect::to(&format!("/sessions/{id}")).into_response())
+}
+
+/// `/login?next=PATH`.
+#[derive(Debug, Default, Deserialize)]
+struct LoginArgs {
+    next: Option<String>,
+}
+
+async fn login_form(QueryArgs(args): QueryArgs<LoginArgs>) -> Markup {
+    page::login(&safe_next(args.next.as_deref()), None)
+}
+
+/// The sign-in form.
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    token: String,
+    next: Option<String>,
+}
+
+async fn login(State(state): State<Shared>, body: Bytes) -> Response {
+    let Ok(form) = serde_urlencoded::from_bytes::<LoginForm>(&body) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            page::login("/", Some("The form is not readable.")),
+        )
+            .into_response();
+    };
+    let next = safe_next(form.next.as_deref());
+    let token = form.token.trim();
+    if state.config.tokens.is_empty() {
+        return Redirect::to(&next).into_response();
+    }
+    if state
+        .config
+        .tokens
+        .scope_of(Some(&format!("Bearer {token}")))
+        .is_err()
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            page::login(&next, Some("That token is not one this server accepts.")),
+        )
+            .into_response();
+    }
+    let value: String = form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    let cookie = format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict");
+    ([(header::SET_COOKIE, cookie)], Redirect::to(&next)).into_response()
+}
+
+async fn logout() -> Response {
+    let cookie = format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/login")).into_response()
+}
+
+/// Where to go after signing in: a path of this server, never another site.
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_owned(),
+        _ => "/".to_owned(),
+    }
+}
+
+fn parse_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::try_parse(text)
+        .map_err(|_| ApiError::invalid("id", format!("{text:?} is not a session id")))
+}
+
+/// The session `id`, from the index or the store.
+async fn find(state: &Shared, id: Uuid) -> Result<SessionView, ApiError> {
+    if let Some(view) = state.index.get(id) {
+        return Ok(view);
+    }
+    let store = state.engine.store().clone();
+    let meta = tokio::task::spawn_blocking(move || store.get(&SessionRef::Id(id))).await??;
+    match meta {
+        Some(meta) => Ok(SessionView::from(&meta)),
+        None => Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!("there is no session {id}"),
+        )),
+    }
+}
+
+/// A sign-in page instead of a JSON error, for a page asked without a token.
+pub(crate) fn sign_in(path_and_query: &str) -> Response {
+    let next: String = form_urlencoded::byte_serialize(path_and_query.as_bytes()).collect();
+    Redirect::to(&format!("/login?next={next}")).into_response()
+}

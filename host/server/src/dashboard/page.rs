@@ -1,0 +1,477 @@
+//! The dashboard's HTML (maud templates: everything interpolated is
+//! escaped).
+
+use std::collections::HashMap;
+
+use agent_host_api::{ContextReport, SessionState, SessionView};
+use agent_host_core::{HeuristicCounter, MediaRef, Message, Part, Role};
+use agent_host_store::SessionMeta;
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+
+/// Characters of a message shown before the rest is folded.
+const FOLD_AT: usize = 2_000;
+/// Lines of a message shown before the rest is folded.
+const FOLD_LINES: usize = 8;
+
+fn layout(title: &str, session: Option<&str>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (title) " · agent-host" }
+                link rel="stylesheet" href="/assets/dashboard.css";
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "agent-host" }
+                    nav aria-label="Main" {
+                        a href="/" { "Sessions" }
+                        a href="/openapi.json" { "API" }
+                    }
+                    span #live .live role="status" aria-live="polite" {}
+                }
+                main data-session=[session] { (body) }
+                script src="/assets/dashboard.js" defer {}
+            }
+        }
+    }
+}
+
+fn when(t: &DateTime<Utc>) -> Markup {
+    html! { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S UTC")) } }
+}
+
+fn state_badge(state: Option<SessionState>) -> Markup {
+    match state {
+        Some(s) => html! { span class={"badge state-" (s.as_str())} { (s.as_str()) } },
+        None => html! { span.badge.muted { "unknown" } },
+    }
+}
+
+fn name_of(view: &SessionView) -> String {
+    view.title
+        .clone()
+        .or_else(|| view.key.clone())
+        .unwrap_or_else(|| view.id.to_string())
+}
+
+/// What the list page shows.
+pub(super) struct ListView<'a> {
+    pub sessions: &'a [SessionView],
+    pub next: Option<&'a str>,
+    pub q: &'a str,
+    pub agent: &'a str,
+    pub state: Option<SessionState>,
+    pub total: usize,
+    pub signed_in: bool,
+}
+
+pub(super) fn list(v: &ListView<'_>) -> Markup {
+    let states = [
+        SessionState::Created,
+        SessionState::Active,
+        SessionState::Idle,
+        SessionState::Compacted,
+    ];
+    let body = html! {
+        h1 { "Sessions" }
+        form.filters method="get" action="/" role="search" {
+            label { "Search" input type="search" name="q" value=(v.q) placeholder="key, title, id"; }
+            label { "Agent" input type="text" name="agent" value=(v.agent) size="12"; }
+            label { "State"
+                select name="state" {
+                    option value="" selected[v.state.is_none()] { "any" }
+                    @for s in states {
+                        option value=(s.as_str()) selected[v.state == Some(s)] { (s.as_str()) }
+                    }
+                }
+            }
+            button.primary type="submit" { "Filter" }
+            @if v.signed_in {
+                button type="submit" formaction="/logout" formmethod="post" { "Sign out" }
+            }
+        }
+        div #sessions data-live {
+            p.muted { (v.sessions.len()) " shown of " (v.total) " sessions, newest first." }
+            @if v.sessions.is_empty() {
+                p { "No session matches." }
+            } @else {
+                div.table-wrap {
+                    table {
+                        thead { tr {
+                            th scope="col" { "Session" }
+                            th scope="col" { "Agent" }
+                            th scope="col" { "State" }
+                            th scope="col" .hide-narrow { "Last activity" }
+                            th scope="col" .num { "Messages" }
+                            th scope="col" .num .hide-narrow { "Summaries" }
+                            th scope="col" { "Context" }
+                        } }
+                        tbody {
+                            @for s in v.sessions {
+                                tr data-id=(s.id) {
+                                    td {
+                                        a href={"/sessions/" (s.id)} { (name_of(s)) }
+                                        @if s.title.is_some() && s.key.is_some() {
+                                            br; small.muted { (s.key.as_deref().unwrap_or_default()) }
+                                        }
+                                    }
+                                    td { (s.agent) }
+                                    td { (state_badge(s.state)) }
+                                    td.hide-narrow { @if let Some(t) = &s.last_activity { (when(t)) } }
+                                    td.num { (s.message_count) }
+                                    td.num.hide-narrow { (s.checkpoints) }
+                                    td {
+                                        div.meter data-context={"/v1/sessions/" (s.id) "/context"} {
+                                            div.bar role="img" aria-label="context use" { span.fill style="width:0" {} }
+                                            small { a href={"/sessions/" (s.id)} { "open" } }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(next) = v.next {
+                nav.pager aria-label="Pages" {
+                    a href={"/?q=" (enc(v.q)) "&agent=" (enc(v.agent)) "&state=" (v.state.map_or("", |s| s.as_str())) "&cursor=" (enc(next))} { "Older sessions →" }
+                }
+            }
+        }
+    };
+    layout("Sessions", None, body)
+}
+
+fn enc(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// What the session page shows.
+pub(super) struct SessionPage<'a> {
+    pub view: &'a SessionView,
+    pub meta: &'a SessionMeta,
+    pub system: &'a [Message],
+    pub messages: &'a [Message],
+    /// Messages older than those shown.
+    pub skipped: usize,
+    pub back: usize,
+    pub earlier: bool,
+    pub report: Option<&'a ContextReport>,
+    pub report_error: Option<String>,
+}
+
+pub(super) fn session(p: &SessionPage<'_>) -> Markup {
+    let v = p.view;
+    let id = v.id.to_string();
+    let name = name_of(v);
+    let counter = HeuristicCounter::default();
+    let tokens: HashMap<&str, u32> = p
+        .messages
+        .iter()
+        .map(|m| (m.id.as_str(), m.tokens(&counter)))
+        .collect();
+    let body = html! {
+        nav aria-label="Breadcrumb" { a href="/" { "← Sessions" } }
+        h1 { (name) }
+        dl.facts {
+            dt { "Id" } dd { code { (id) } }
+            @if let Some(key) = &v.key { dt { "Key" } dd { (key) } }
+            dt { "Agent" } dd { (v.agent) }
+            dt { "State" } dd { (state_badge(v.state)) }
+            dt { "Messages" } dd { (p.meta.message_count) }
+            dt { "Summaries" } dd { (p.meta.checkpoints.len()) }
+            dt { "Created" } dd { (when(&p.meta.created)) }
+            dt { "Updated" } dd { (when(&p.meta.updated)) }
+        }
+        div.actions {
+            form.inline method="post" action={"/sessions/" (id) "/rename"} {
+                label { "Title" input type="text" name="title" value=(v.title.as_deref().unwrap_or_default()) maxlength="512"; }
+                button type="submit" { "Rename" }
+            }
+            nav aria-label="Export" {
+                "Export: "
+                @for (format, label) in [("markdown", "Markdown"), ("openai", "OpenAI"), ("anthropic", "Anthropic"), ("jsonl", "JSONL")] {
+                    a href={"/v1/sessions/" (id) "/export?format=" (format)} { (label) } " "
+                }
+            }
+        }
+        div #context data-live {
+            h2 { "What would be sent now" }
+            @match (p.report, &p.report_error) {
+                (Some(r), _) => { (zones(r)) }
+                (None, Some(e)) => { p.error { "The context report failed: " (e) } }
+                (None, None) => {}
+            }
+            (chart(p))
+        }
+        div #timeline data-live {
+            h2 { "Conversation" }
+            @if p.earlier || p.back > 0 {
+                nav.pager aria-label="Messages" {
+                    @if p.earlier { a href={"/sessions/" (id) "?back=" (p.back + 1)} { "← Earlier messages" } }
+                    @if p.back > 0 { a href={"/sessions/" (id) "?back=" (p.back - 1)} { "Later messages →" } }
+                }
+            }
+            @if p.skipped > 0 { p.muted { (p.skipped) " earlier messages not shown." } }
+            ol.timeline {
+                @if p.skipped > 0 {
+                    @for m in p.system { (message(m, p.meta, &tokens)) }
+                }
+                @for m in p.messages { (message(m, p.meta, &tokens)) }
+            }
+        }
+    };
+    layout(&name, Some(&id), body)
+}
+
+fn zones(r: &ContextReport) -> Markup {
+    let window = f64::from(r.context_limit.max(1));
+    let pct = |t: u32| 100.0 * f64::from(t) / window;
+    let t = &r.tokens;
+    let free = r
+        .context_limit
+        .saturating_sub(t.total)
+        .saturating_sub(r.response_reserve);
+    html! {
+        div.zones role="img" aria-label={"The view takes " (t.total) " of " (r.context_limit) " tokens"} {
+            span.z-system style={"width:" (format!("{:.2}", pct(t.system))) "%"} title={"system prompt: " (t.system) " tokens"} {}
+            span.z-summary style={"width:" (format!("{:.2}", pct(t.summary))) "%"} title={"summary: " (t.summary) " tokens"} {}
+            span.z-recent style={"width:" (format!("{:.2}", pct(t.recent))) "%"} title={"recent messages: " (t.recent) " tokens"} {}
+            span.z-free {}
+            span.z-reserve style={"width:" (format!("{:.2}", pct(r.response_reserve))) "%"} title={"kept for the answer: " (r.response_reserve) " tokens"} {}
+        }
+        div.legend {
+            span { i.z-system {} "System prompt " strong { (t.system) } }
+            span { i.z-summary {} "Summary " strong { (t.summary) } }
+            span { i.z-recent {} "Recent messages " strong { (t.recent) } " (" (r.messages_in_view) " messages)" }
+            span { i.z-free {} "Free " strong { (free) } }
+            span { i.z-reserve {} "Kept for the answer " strong { (r.response_reserve) } }
+        }
+        p {
+            (t.total) " of " (r.context_limit) " tokens (" (format!("{:.1}", t.percent_of_window)) "% of the window); "
+            (r.left_out) " older messages left out; " (r.messages_since_summary) " messages since the last summary."
+        }
+        @if !r.triggers.is_empty() {
+            ul {
+                @for trig in &r.triggers {
+                    li {
+                        "Compaction by " (trig.name) ": " (trig.current) " of " (trig.limit)
+                        " (" (format!("{:.0}", trig.percent)) "%)"
+                        @if trig.fires { strong { " fires on the next turn" } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Context use over the shown messages: tokens since the last summary after
+/// each message, with summaries marked.
+fn chart(p: &SessionPage<'_>) -> Markup {
+    let counter = HeuristicCounter::default();
+    let mut running = 0u64;
+    let mut points = Vec::with_capacity(p.messages.len());
+    let mut marks = Vec::new();
+    for (i, m) in p.messages.iter().enumerate() {
+        if m.summary {
+            marks.push(i);
+            running = u64::from(m.tokens(&counter));
+        } else {
+            running += u64::from(m.tokens(&counter));
+        }
+        points.push(running);
+    }
+    if points.len() < 2 {
+        return html! {};
+    }
+    let limit = p
+        .report
+        .and_then(|r| {
+            r.triggers
+                .iter()
+                .find(|t| t.name == "tokens")
+                .map(|t| t.limit)
+        })
+        .unwrap_or(0);
+    let top = points.iter().copied().max().unwrap_or(1).max(limit).max(1) as f64;
+    let (w, h) = (1000.0, 100.0);
+    let x = |i: usize| i as f64 * w / (points.len() - 1) as f64;
+    let y = |v: u64| h - (v as f64 / top) * (h - 4.0) - 2.0;
+    let line: Vec<String> = points
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v)))
+        .collect();
+    html! {
+        figure.chart {
+            figcaption { "Tokens since the last summary, message by message (the " (points.len()) " messages shown)" }
+            svg viewBox="0 0 1000 100" preserveAspectRatio="none" role="img"
+                aria-label={"Context use over " (points.len()) " messages, " (marks.len()) " summaries"} {
+                @if limit > 0 {
+                    line.limit x1="0" x2="1000" y1=(format!("{:.1}", y(limit))) y2=(format!("{:.1}", y(limit))) {}
+                }
+                @for i in &marks {
+                    line.compaction x1=(format!("{:.1}", x(*i))) x2=(format!("{:.1}", x(*i))) y1="0" y2="100" {}
+                }
+                polyline.use points=(line.join(" ")) {}
+            }
+        }
+    }
+}
+
+fn message(m: &Message, meta: &SessionMeta, tokens: &HashMap<&str, u32>) -> Markup {
+    let counter = HeuristicCounter::default();
+    if m.summary {
+        // A checkpoint is a pair: the boundary says nothing of its own, the
+        // summary's marker says what the pair stands for.
+        if meta.checkpoints.iter().any(|c| c.boundary_id == m.id) {
+            return html! {};
+        }
+        let checkpoint = meta.checkpoints.iter().find(|c| c.summary_id == m.id);
+        let after = m.tokens(&counter);
+        // What the covered messages took, when they are all on this page.
+        let before: Option<u64> = checkpoint.and_then(|c| {
+            c.covers
+                .iter()
+                .map(|id| tokens.get(id.as_str()).map(|t| u64::from(*t)))
+                .sum()
+        });
+        return html! {
+            li.checkpoint id={"m-" (m.id)} {
+                span.who { "Summary checkpoint" }
+                @if let Some(t) = &m.timestamp { span.when { (when(t)) } }
+                p {
+                    @if let Some(c) = checkpoint {
+                        (c.covers.len()) " messages"
+                        @if let Some(b) = before { " (" (b) " tokens)" }
+                        " summarized into " (after) " tokens"
+                        @if let Some(b) = before { @if b > u64::from(after) { ": " (b - u64::from(after)) " tokens freed" } }
+                        @if let Some(u) = &c.usage {
+                            " · written by " (u.model)
+                            @if u.requests > 0 { " (" (u.input_tokens) " tokens in, " (u.output_tokens) " out)" }
+                        }
+                    } @else {
+                        (after) " tokens"
+                    }
+                }
+                details { summary { "The summary" } div.text { (m.text()) } }
+            }
+        };
+    }
+    let role = match m.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let text = m.content.as_str();
+    html! {
+        li class={"role-" (role)} id={"m-" (m.id)} {
+            span.who { (role) }
+            @if let Some(name) = &m.tool_name { " · " (name) }
+            @if let Some(t) = &m.timestamp { span.when { (when(t)) } }
+            @if let Some(agent) = &m.agent { span.when { (agent) } }
+            @if let Some(channel) = &m.channel { span.when { "via " (channel) } }
+            span.when { (m.tokens(&counter)) " tokens" }
+            @if m.is_error { " " span.badge.error { "error" } }
+            @if m.metadata.contains_key("incomplete") { " " span.badge.error { "cut off" } }
+            @if let Some(r) = &m.reasoning {
+                details { summary { "Reasoning" }
+                    @if r.redacted { p.muted { "(redacted)" } } @else { div.text { (r.text) } }
+                }
+            }
+            (folded(text))
+            @for part in &m.parts {
+                @match part {
+                    Part::Text { text } => { (folded(text)) }
+                    Part::Image { source, mime_type } => {
+                        p { "Image " (mime_type.as_deref().unwrap_or("")) ": "
+                            @match source {
+                                MediaRef::Url(url) if url.starts_with("data:") => { "inline data (" (url.len()) " bytes)" }
+                                MediaRef::Url(url) => { code { (url) } }
+                                MediaRef::Path(path) => { code { (path) } }
+                            }
+                        }
+                    }
+                    Part::File { name, path, .. } => { p { "File " code { (name) } " at " code { (path) } } }
+                }
+            }
+            @for call in &m.tool_calls {
+                div id={"call-" (call.id)} {
+                    "→ " strong { (call.name) } " " small.muted { (call.id) }
+                    pre { (truncate(&call.arguments)) }
+                }
+            }
+            @if let Some(call) = &m.tool_call_id {
+                p.muted { "result of " a href={"#call-" (call)} { (call) } }
+            }
+        }
+    }
+}
+
+/// Text shown whole when short, else its start (a few lines, or
+/// [`FOLD_AT`] characters) with the whole folded below.
+fn folded(text: &str) -> Markup {
+    if text.is_empty() {
+        return html! {};
+    }
+    let mut cut = text
+        .match_indices('\n')
+        .nth(FOLD_LINES - 1)
+        .map_or(text.len(), |(at, _)| at)
+        .min(FOLD_AT);
+    if cut >= text.len() {
+        return html! { div.text { (text) } };
+    }
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    html! {
+        div.text { (&text[..cut]) "…" }
+        details { summary { "All of it: " (text.lines().count()) " lines, " (text.len()) " characters" } div.text { (text) } }
+    }
+}
+
+fn truncate(text: &str) -> String {
+    if text.len() <= FOLD_AT {
+        return text.to_owned();
+    }
+    let mut cut = FOLD_AT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} characters)", &text[..cut], text.len())
+}
+
+pub(super) fn login(next: &str, error: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "Sign in" }
+        p { "This server asks for a token. It is kept in a cookie this browser sends only to this server." }
+        @if let Some(e) = error { p.error role="alert" { (e) } }
+        form method="post" action="/login" {
+            input type="hidden" name="next" value=(next);
+            label { "Token " input type="password" name="token" autocomplete="current-password" required autofocus; }
+            " "
+            button.primary type="submit" { "Sign in" }
+        }
+    };
+    layout("Sign in", None, body)
+}
+
+/// A page for an error.
+pub(super) fn error(status: u16, message: &str) -> Markup {
+    layout(
+        "Error",
+        None,
+        html! {
+            h1 { "Error " (status) }
+            p.error { (message) }
+            p { a href="/" { "Back to the sessions" } }
+        },
+    )
+}
