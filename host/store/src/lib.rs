@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub mod file;
+pub mod migrate;
 pub mod names;
 mod open;
 pub mod postgres;
@@ -501,6 +502,14 @@ pub trait SessionStore: Send + Sync {
             reason: "this store does not keep idempotency keys; use a postgres:// store".into(),
         })
     }
+
+    /// Stores a whole session as another store held it: the same id,
+    /// names, times, checkpoints and messages (what `agent-host store
+    /// migrate` copies with). A taken id or key is
+    /// [`StoreError::AlreadyExists`]. The session may be visible, in part,
+    /// before this returns (the file store writes it in steps); a copier
+    /// verifies it after.
+    fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta>;
 
     /// Loads every message. A malformed line is skipped and reported in
     /// [`History::warnings`], never silently dropped.

@@ -893,6 +893,69 @@ impl SessionStore for PostgresStore {
         self.do_append(session, messages, Some(idempotency_key))
     }
 
+    fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta> {
+        let new = NewSession {
+            agent: meta.agent.clone(),
+            key: meta.key.clone(),
+            title: meta.title.clone(),
+            worker_id: meta.worker_id.clone(),
+            workspace_id: meta.workspace_id.clone(),
+        };
+        new.validate()?;
+        let lines = Self::lines(messages);
+        let mut meta = meta.clone();
+        meta.message_count = lines.len() as u64;
+        self.run(move |db| async move {
+            let session = meta.reference();
+            let action = "cannot import into";
+            let mut client = db.client().await?;
+            let fail = |e| db.fail(&session, action, e);
+            let tx = client.transaction().await.map_err(fail)?;
+            let checkpoints =
+                serde_json::to_string(&meta.checkpoints).expect("checkpoints serialize to JSON");
+            let count = i64::try_from(meta.message_count).unwrap_or(i64::MAX);
+            let inserted = tx
+                .execute(
+                    "INSERT INTO agent_host_sessions (id, agent, key, title, worker_id, workspace_id,
+                     created, updated, message_count, checkpoints)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    &[
+                        &meta.id,
+                        &meta.agent.as_bytes(),
+                        &bytes(&meta.key),
+                        &bytes(&meta.title),
+                        &bytes(&meta.worker_id),
+                        &bytes(&meta.workspace_id),
+                        &meta.created,
+                        &meta.updated,
+                        &count,
+                        &checkpoints,
+                    ],
+                )
+                .await;
+            match inserted {
+                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    return Err(StoreError::AlreadyExists(
+                        new.reference().unwrap_or(session.clone()),
+                    ));
+                }
+                other => other.map_err(fail)?,
+            };
+            tx.execute(
+                "INSERT INTO agent_host_messages (session_id, seq, line)
+                 SELECT $1, t.n - 1, t.line FROM unnest($2::text[]) WITH ORDINALITY AS t(line, n)",
+                &[&meta.id, &lines],
+            )
+            .await
+            .map_err(fail)?;
+            tx.commit().await.map_err(fail)?;
+            // Times as stored (microseconds).
+            meta.created = meta.created.trunc_subsecs(6);
+            meta.updated = meta.updated.trunc_subsecs(6);
+            Ok(meta)
+        })
+    }
+
     fn load(&self, session: &SessionRef) -> Result<History> {
         let owned = session.clone();
         let (mut meta, rows) = self.run(move |db| db.load(owned))?;
