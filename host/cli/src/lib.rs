@@ -118,6 +118,9 @@ enum Command {
     /// or `.agent-host/` in the working directory. A session is named by its key (within
     /// --agent, default `default`) or by its id.
     Sessions(crate::commands::sessions::SessionsArgs),
+    /// Whole stores: copy every session from one store to another (file, SQLite, PostgreSQL).
+    #[command(subcommand)]
+    Store(crate::commands::store::StoreCommand),
     /// Show a history: its messages, token estimates, and how tool calls pair with results.
     ///
     /// With no FILE, shows the sample session built into the binary.
@@ -238,6 +241,7 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             Ok(())
         }
         Command::Processor(command) => crate::commands::processor::run(command, out),
+        Command::Store(command) => crate::commands::store::run(&command, out),
         Command::Inspect {
             file,
             format,

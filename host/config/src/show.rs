@@ -124,7 +124,9 @@ impl Settings {
         if let Some(provider) = &self.provider {
             entries.extend(provider_entries(provider));
         }
-        entries.push(Entry::new("store", "path", self.store.as_str()));
+        // A PostgreSQL URL's password is never shown.
+        let store = agent_host_store::redact(&self.store);
+        entries.push(Entry::new("store", "path", store.as_str()));
         for (i, processor) in self.processors.iter().enumerate() {
             let o = &processor.options;
             let config = o

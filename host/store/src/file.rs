@@ -1090,6 +1090,40 @@ impl SessionStore for FileStore {
         Ok(self.locate(session)?.map(|(_, meta)| meta))
     }
 
+    /// In three steps: created (empty) with the id, the messages appended,
+    /// then the times and checkpoints written with the metadata. A copier
+    /// that is interrupted finds the session short, and copies it again.
+    fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta> {
+        let new = NewSession {
+            agent: meta.agent.clone(),
+            key: meta.key.clone(),
+            title: meta.title.clone(),
+            worker_id: meta.worker_id.clone(),
+            workspace_id: meta.workspace_id.clone(),
+        };
+        new.validate()?;
+        if self.locate(&meta.reference())?.is_some() {
+            return Err(StoreError::AlreadyExists(meta.reference()));
+        }
+        let loc = self.location(
+            file_name(&new.agent),
+            new.key
+                .as_deref()
+                .map_or_else(|| meta.id.to_string(), file_name),
+        );
+        self.create_at(&loc, &new, meta.id, false)?;
+        let session = meta.reference();
+        self.append(&session, messages)?;
+        self.exclusive(&session, |held| {
+            let stored = &mut held.meta.meta;
+            stored.created = meta.created;
+            stored.updated = meta.updated;
+            stored.checkpoints = meta.checkpoints.clone();
+            self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
+            Ok(held.meta.meta.clone())
+        })
+    }
+
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta> {
         let mut buf = Vec::with_capacity(messages.len() * 512);
         for (i, message) in messages.iter().enumerate() {

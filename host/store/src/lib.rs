@@ -2,8 +2,8 @@
 //!
 //! [`SessionStore`] is the one interface every backend implements: the file
 //! store ([`FileStore`], one JSONL log per session, the default) and SQLite
-//! ([`SqliteStore`], WAL), chosen by [`open`]; a networked SQL store fits the
-//! same trait later. In the file store the log is append-only and is the
+//! ([`SqliteStore`], WAL) and PostgreSQL ([`PostgresStore`], shared by
+//! several instances), chosen by [`open`]. In the file store the log is append-only and is the
 //! truth; the metadata beside it ([`SessionMeta`]) is what listing reads, and
 //! may lag the log after a crash until the next load reconciles it.
 //!
@@ -50,8 +50,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub mod file;
+pub mod migrate;
 pub mod names;
 mod open;
+pub mod postgres;
 mod records;
 pub mod sqlite;
 mod tail;
@@ -59,7 +61,8 @@ mod tail;
 pub mod testing;
 
 pub use file::{FileStore, SessionFiles};
-pub use open::{DEFAULT_STORE, SQLITE_PREFIX, exists, open};
+pub use open::{DEFAULT_STORE, SQLITE_PREFIX, exists, is_postgres, open, redact};
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use tail::{Tail, TailStart};
 
@@ -511,6 +514,34 @@ pub trait SessionStore: Send + Sync {
     /// whole calls only. Message ids are written as given. Returns the
     /// updated metadata.
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta>;
+
+    /// Appends as [`SessionStore::append`] does, once per `idempotency_key`:
+    /// a retry with a key the session already took appends nothing and
+    /// returns the session as it is. The key commits with the messages.
+    ///
+    /// Only stores that keep keys implement it (PostgreSQL); the default
+    /// refuses with [`StoreError::Invalid`].
+    fn append_once(
+        &self,
+        session: &SessionRef,
+        idempotency_key: &str,
+        messages: &[Message],
+    ) -> Result<SessionMeta> {
+        let _ = (session, messages);
+        Err(StoreError::Invalid {
+            what: "idempotency key",
+            value: idempotency_key.to_owned(),
+            reason: "this store does not keep idempotency keys; use a postgres:// store".into(),
+        })
+    }
+
+    /// Stores a whole session as another store held it: the same id,
+    /// names, times, checkpoints and messages (what `agent-host store
+    /// migrate` copies with). A taken id or key is
+    /// [`StoreError::AlreadyExists`]. The session may be visible, in part,
+    /// before this returns (the file store writes it in steps); a copier
+    /// verifies it after.
+    fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta>;
 
     /// Loads every message. A malformed line is skipped and reported in
     /// [`History::warnings`], never silently dropped.

@@ -473,17 +473,7 @@ impl SessionStore for SqliteStore {
 
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta> {
         // Serialized before the lock is taken.
-        let lines: Vec<String> = messages
-            .iter()
-            .enumerate()
-            .map(|(i, message)| {
-                let mut line = Vec::with_capacity(512);
-                jsonl::write_line(message, &mut line);
-                line.pop(); // the newline
-                crate::storable(session, i, message, &line)?;
-                Ok(String::from_utf8(line).expect("serde_json writes UTF-8"))
-            })
-            .collect::<Result<_>>()?;
+let lines = lines_of(session, messages)?;
         let action = "cannot append to";
         self.write(
             |e| self.fail(session, action, e),
@@ -511,6 +501,68 @@ impl SessionStore for SqliteStore {
                 meta.message_count += lines.len() as u64;
                 meta.updated = meta.updated.max(self.now());
                 self.update(tx, &meta, action)?;
+                Ok(meta)
+            },
+        )
+    }
+
+    fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta> {
+        let new = NewSession {
+            agent: meta.agent.clone(),
+            key: meta.key.clone(),
+            title: meta.title.clone(),
+            worker_id: meta.worker_id.clone(),
+            workspace_id: meta.workspace_id.clone(),
+        };
+        new.validate()?;
+        let session = meta.reference();
+        let action = "cannot import into";
+        let lines = lines_of(&session, messages)?;
+        self.write(
+            |e| self.fail(&session, action, e),
+            |tx| {
+                let fail = |e| self.fail(&session, action, e);
+                let taken = match new.reference() {
+                    Some(by_key) => self.find(tx, &by_key, "cannot read")?.map(|_| by_key),
+                    None => None,
+                };
+                if let Some(taken) = taken.or_else(|| {
+                    self.find(tx, &session, "cannot read").ok().flatten().map(|_| session.clone())
+                }) {
+                    return Err(StoreError::AlreadyExists(taken));
+                }
+                let mut meta = meta.clone();
+                meta.message_count = lines.len() as u64;
+                let checkpoints = serde_json::to_string(&meta.checkpoints)
+                    .expect("checkpoints serialize to JSON");
+                tx.prepare_cached(
+                    "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        meta.id.to_string(),
+                        meta.agent,
+                        meta.key,
+                        meta.title,
+                        time(meta.created),
+                        time(meta.updated),
+                        i64::try_from(meta.message_count).unwrap_or(i64::MAX),
+                        checkpoints,
+                        meta.worker_id,
+                        meta.workspace_id,
+                    ])
+                })
+                .map_err(fail)?;
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO messages (session_id, seq, line) VALUES (?1, ?2, ?3)",
+                    )
+                    .map_err(fail)?;
+                let id = meta.id.to_string();
+                for (seq, line) in (0i64..).zip(&lines) {
+                    insert.execute(params![id, seq, line]).map_err(fail)?;
+                }
                 Ok(meta)
             },
         )
@@ -930,6 +982,23 @@ fn delete_row(tx: &Connection, meta: &SessionMeta) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM sessions WHERE id = ?1")
         .and_then(|mut s| s.execute([meta.id.to_string()]))
         .map(drop)
+}
+
+/// Messages as stored: their JSONL lines without the newline.
+/// The messages as stored lines (without newlines), each refused when the
+/// store could not read it back (see [`crate::storable`]).
+fn lines_of(session: &SessionRef, messages: &[Message]) -> Result<Vec<String>> {
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, message)| {
+            let mut line = Vec::with_capacity(512);
+            jsonl::write_line(message, &mut line);
+            line.pop(); // the newline
+            crate::storable(session, i, message, &line)?;
+            Ok(String::from_utf8(line).expect("serde_json writes UTF-8"))
+        })
+        .collect()
 }
 
 /// A time as stored: RFC 3339, UTC, nine fractional digits.

@@ -41,6 +41,13 @@ impl<S: SessionStore> SessionStore for ByDefault<S> {
     fn create(&self, new: &NewSession) -> agent_host_store::Result<SessionMeta> {
         self.0.create(new)
     }
+    fn import(
+        &self,
+        meta: &SessionMeta,
+        messages: &[Message],
+    ) -> agent_host_store::Result<SessionMeta> {
+        self.0.import(meta, messages)
+    }
     fn get_or_create(
         &self,
         new: &NewSession,

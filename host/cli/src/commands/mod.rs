@@ -7,6 +7,7 @@ pub mod processor;
 pub mod run;
 pub mod serve;
 pub mod sessions;
+pub mod store;
 
 use std::future::Future;
 use std::sync::OnceLock;

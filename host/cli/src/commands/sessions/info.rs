@@ -93,7 +93,7 @@ pub(super) fn info(args: &InfoArgs, spec: &str, out: &mut dyn Write) -> Result<(
     )?;
     writeln!(out, "tokens:      about {tokens} (heuristic)")?;
     writeln!(out, "checkpoints: {}", meta.checkpoints.len())?;
-    writeln!(out, "store:       {spec}")?;
+    writeln!(out, "store:       {}", agent_host_store::redact(spec))?;
     for (label, path) in &files {
         let size = match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => "folder".to_owned(),
@@ -118,6 +118,9 @@ pub(super) fn info(args: &InfoArgs, spec: &str, out: &mut dyn Write) -> Result<(
 fn session_files(spec: &str, meta: &SessionMeta) -> Vec<(&'static str, PathBuf)> {
     if let Some(path) = spec.strip_prefix(SQLITE_PREFIX) {
         return vec![("database", PathBuf::from(path))];
+    }
+    if agent_host_store::is_postgres(spec) {
+        return vec![("database", PathBuf::from(agent_host_store::redact(spec)))];
     }
     // The folder exists (the session was found in it): opening creates nothing.
     match agent_host_store::FileStore::open(spec).and_then(|s| s.files(&meta.reference())) {

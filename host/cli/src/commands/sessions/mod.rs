@@ -47,7 +47,12 @@ use info::info;
 /// Opens (creating when missing) the store `spec` names, with the spec in
 /// the error.
 pub fn open_store(spec: &str) -> Result<Box<dyn SessionStore>> {
-    agent_host_store::open(spec).with_context(|| format!("cannot open the session store {spec}"))
+    agent_host_store::open(spec).with_context(|| {
+        format!(
+            "cannot open the session store {}",
+            agent_host_store::redact(spec)
+        )
+    })
 }
 
 /// Opens the store for a command that only reads: `None` when nothing is
@@ -343,7 +348,7 @@ fn list(args: &ListArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
         return Ok(());
     }
     if page.total == 0 {
-        writeln!(out, "no sessions in {spec}")?;
+        writeln!(out, "no sessions in {}", agent_host_store::redact(spec))?;
         return Ok(());
     }
     let pages = page.total.div_ceil(per_page);
@@ -619,9 +624,12 @@ fn cleanup(args: &CleanupArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
                 .filter(|m| m.updated < cutoff)
                 .collect()
         }
-        Some(store) => store
-            .cleanup(idle, now)
-            .with_context(|| format!("cannot clean up the store {spec}"))?,
+        Some(store) => store.cleanup(idle, now).with_context(|| {
+            format!(
+                "cannot clean up the store {}",
+                agent_host_store::redact(spec)
+            )
+        })?,
     };
     if args.json {
         let all: Vec<Value> = chosen.iter().map(session_json).collect();
