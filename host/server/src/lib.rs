@@ -139,6 +139,7 @@ pub(crate) struct AppState {
     pub metrics: Arc<metrics::Metrics>,
     pub hooks: hooks::Hooks,
     pub config: ServerConfig,
+    pub recent_calls: dashboard::RecentCalls,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -175,6 +176,7 @@ impl Server {
                 metrics,
                 hooks,
                 config,
+                recent_calls: dashboard::RecentCalls::default(),
             }),
         })
     }
@@ -303,14 +305,19 @@ async fn authorize(State(state): State<Shared>, request: Request, next: Next) ->
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .or(cookie.as_deref());
+        let needed = if dashboard::is_destructive(request.uri().path()) {
+            needed.max(auth::Scope::Admin)
+        } else {
+            needed
+        };
         if let Err(e) = state.config.tokens.check(header, needed) {
             let path = request.uri().path();
-            if header.is_none()
-                && request.method() == axum::http::Method::GET
-                && dashboard::is_page(path)
-            {
-                let asked = request.uri().path_and_query().map_or(path, |p| p.as_str());
-                return dashboard::sign_in(asked);
+            if dashboard::is_page(path) {
+                if header.is_none() && request.method() == axum::http::Method::GET {
+                    let asked = request.uri().path_and_query().map_or(path, |p| p.as_str());
+                    return dashboard::sign_in(asked);
+                }
+                return dashboard::refused(e);
             }
             return e.into_response();
         }

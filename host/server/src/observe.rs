@@ -80,6 +80,16 @@ pub(crate) fn saved(
     view
 }
 
+/// A session cleared of its messages: index, event.
+pub(crate) fn cleared(state: &AppState, meta: &SessionMeta) {
+    recorded(state, meta, Change::Created);
+    state.bus.publish(
+        "session_saved",
+        Some(meta.id),
+        json!({"cleared": true, "message_count": meta.message_count}),
+    );
+}
+
 /// A session deleted: index, memory, event, hook.
 pub(crate) fn deleted(state: &AppState, meta: &SessionMeta) {
     let view = state
@@ -142,6 +152,7 @@ impl Observer for EngineObserver {
                 );
             }
             EngineEvent::Processor(report) => {
+                state.recent_calls.push(self.session, report);
                 let failed = report.error.is_some();
                 state.metrics.processor(&report.name, failed);
                 state.bus.publish(

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const TOKEN: &str = "dashboard-writer-token-0123456789";
+const ADMIN: &str = "dashboard-admin-token-0123456789";
 
 /// chromedriver on a free port, killed when dropped.
 struct Driver {
@@ -99,6 +100,7 @@ async fn server(dir: &std::path::Path) -> String {
     let engine = Engine::new(EngineConfig::default(), store, &|_: &str| None).unwrap();
     let mut tokens = Tokens::none();
     tokens.add(TOKEN, Scope::Write).unwrap();
+    tokens.add(ADMIN, Scope::Admin).unwrap();
     let config = ServerConfig {
         tokens,
         ..ServerConfig::default()
@@ -380,6 +382,106 @@ async fn the_dashboard_in_a_real_browser() {
         .expect("the new message shows without a reload");
     shot(&client, "3-live").await;
 
+    // Deleting needs the admin scope: a writer gets a page saying so.
+    let beta = &ids[1];
+    client
+        .goto(&format!("{base}/sessions/{beta}/delete"))
+        .await
+        .unwrap();
+    let h1 = client
+        .find(Locator::Css("h1"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(h1, "Error 403");
+    // Signed in as an admin, it asks first, then deletes.
+    client.goto(&format!("{base}/")).await.unwrap();
+    client
+        .find(Locator::Css("button[formaction='/logout']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("input[name=token]"))
+        .await
+        .unwrap();
+    client
+        .goto(&format!("{base}/sessions/{beta}/delete"))
+        .await
+        .unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("input[name=token]"))
+        .await
+        .unwrap()
+        .send_keys(ADMIN)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("form[action='/login'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let question = client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::XPath("//h1[contains(., 'Delete this session')]"))
+        .await
+        .unwrap();
+    assert!(question.text().await.unwrap().ends_with('?'));
+    shot(&client, "4-confirm-delete").await;
+    client
+        .find(Locator::Css("form[action$='/delete'] button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css("#sessions table"))
+        .await
+        .unwrap();
+    let text = client
+        .find(Locator::Css("#sessions"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !text.contains("Session beta") && text.contains("Session gamma"),
+        "{text}"
+    );
+    let gone = http
+        .get(format!("{base}/v1/sessions/{beta}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), reqwest::StatusCode::NOT_FOUND);
+
+    // The processors page.
+    client.goto(&format!("{base}/processors")).await.unwrap();
+    let text = client
+        .find(Locator::Css("main"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("Recent calls"), "{text}");
+
     // Phone width.
     client.set_window_size(390, 844).await.unwrap();
     client.goto(&format!("{base}/")).await.unwrap();
@@ -389,7 +491,7 @@ async fn the_dashboard_in_a_real_browser() {
         .for_element(Locator::Css("#sessions table"))
         .await
         .unwrap();
-    shot(&client, "4-phone").await;
+    shot(&client, "5-phone").await;
 
     client.close().await.unwrap();
 }

@@ -473,7 +473,7 @@ impl SessionStore for SqliteStore {
 
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta> {
         // Serialized before the lock is taken.
-let lines = lines_of(session, messages)?;
+        let lines = lines_of(session, messages)?;
         let action = "cannot append to";
         self.write(
             |e| self.fail(session, action, e),

@@ -67,6 +67,10 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/", get(list))
         .route("/sessions/{id}", get(session))
         .route("/sessions/{id}/rename", post(rename))
+        .route("/sessions/{id}/summarize", post(summarize))
+        .route("/sessions/{id}/clear", get(confirm_clear).post(clear))
+        .route("/sessions/{id}/delete", get(confirm_delete).post(delete))
+        .route("/processors", get(processors))
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
         .route("/assets/dashboard.css", get(css))
@@ -76,7 +80,53 @@ pub(crate) fn router() -> Router<Shared> {
 /// Whether `path` is a dashboard page (answered with a page that signs in,
 /// not a JSON error, when a token is missing).
 pub(crate) fn is_page(path: &str) -> bool {
-    path == "/" || path.starts_with("/sessions/")
+    path == "/" || path == "/processors" || path.starts_with("/sessions/")
+}
+
+/// Whether `path` is a dashboard action that destroys data (clearing or
+/// deleting a session): it needs the `admin` scope.
+pub(crate) fn is_destructive(path: &str) -> bool {
+    path.starts_with("/sessions/") && (path.ends_with("/clear") || path.ends_with("/delete"))
+}
+
+/// The processor calls the dashboard remembers (the newest, across
+/// sessions), for the processors page.
+#[derive(Default)]
+pub(crate) struct RecentCalls {
+    calls: std::sync::Mutex<std::collections::VecDeque<page::Call>>,
+}
+
+/// How many processor calls are remembered.
+const RECENT_CALLS: usize = 200;
+
+impl RecentCalls {
+    /// Remembers one call of `session`.
+    pub(crate) fn push(&self, session: Uuid, report: &agent_host_runtime::ProcessorReport) {
+        let mut calls = self.calls.lock().expect("recent calls lock");
+        if calls.len() == RECENT_CALLS {
+            calls.pop_back();
+        }
+        calls.push_front(page::Call {
+            at: chrono::Utc::now(),
+            session,
+            name: report.name.clone(),
+            hash: report.hash.clone(),
+            outcome: format!("{:?}", report.outcome).to_lowercase(),
+            error: report.error.clone(),
+            time_ms: report.time_ms,
+            peak_memory_bytes: report.peak_memory_bytes,
+            messages: (report.messages_before, report.messages_after),
+        });
+    }
+
+    fn snapshot(&self) -> Vec<page::Call> {
+        self.calls
+            .lock()
+            .expect("recent calls lock")
+            .iter()
+            .cloned()
+            .collect()
+    }
 }
 
 /// The token a signed-in browser's cookie holds, as the bearer header the
@@ -225,6 +275,66 @@ async fn rename(
     Ok(Redirect::to(&format!("/sessions/{id}")).into_response())
 }
 
+async fn summarize(State(state): State<Shared>, Path(id): Path<String>) -> PageResult<Response> {
+    let id = parse_id(&id)?;
+    let _summarized = crate::routes::summarize(
+        State(state),
+        Path(id.to_string()),
+        QueryArgs(Default::default()),
+    )
+    .await?;
+    Ok(Redirect::to(&format!("/sessions/{id}")).into_response())
+}
+
+async fn confirm_clear(State(state): State<Shared>, Path(id): Path<String>) -> PageResult<Markup> {
+    let view = find(&state, parse_id(&id)?).await?;
+    Ok(page::confirm(
+        &view,
+        "clear",
+        "Clear this session?",
+        "Every message and summary of this session will be removed; its id, key and title stay. This cannot be undone.",
+    ))
+}
+
+async fn clear(State(state): State<Shared>, Path(id): Path<String>) -> PageResult<Response> {
+    let id = parse_id(&id)?;
+    // A session that does not exist is a 404, not a hot entry.
+    find(&state, id).await?;
+    let hot = state.hot.get(id);
+    // No turn is half-way through the session while it is cleared.
+    let _turn = hot.turn.lock().await;
+    let store = state.engine.store().clone();
+    let meta = tokio::task::spawn_blocking(move || store.clear(&SessionRef::Id(id))).await??;
+    crate::observe::cleared(&state, &meta);
+    Ok(Redirect::to(&format!("/sessions/{id}")).into_response())
+}
+
+async fn confirm_delete(State(state): State<Shared>, Path(id): Path<String>) -> PageResult<Markup> {
+    let view = find(&state, parse_id(&id)?).await?;
+    Ok(page::confirm(
+        &view,
+        "delete",
+        "Delete this session?",
+        "The session and everything stored with it will be deleted. This cannot be undone.",
+    ))
+}
+
+async fn delete(State(state): State<Shared>, Path(id): Path<String>) -> PageResult<Response> {
+    let id = parse_id(&id)?;
+    let _deleted = crate::routes::delete_session(
+        State(state),
+        Path(id.to_string()),
+        QueryArgs(Default::default()),
+    )
+    .await?;
+    Ok(Redirect::to("/").into_response())
+}
+
+async fn processors(State(state): State<Shared>) -> Markup {
+    let chain = state.engine.processors();
+    page::processors(chain.processors(), &state.recent_calls.snapshot())
+}
+
 /// `/login?next=PATH`.
 #[derive(Debug, Default, Deserialize)]
 struct LoginArgs {
@@ -304,6 +414,11 @@ async fn find(state: &Shared, id: Uuid) -> Result<SessionView, ApiError> {
             format!("there is no session {id}"),
         )),
     }
+}
+
+/// An auth error on a page, as a page.
+pub(crate) fn refused(e: ApiError) -> Response {
+    PageError(e).into_response()
 }
 
 /// A sign-in page instead of a JSON error, for a page asked without a token.

@@ -30,6 +30,7 @@ fn layout(title: &str, session: Option<&str>, body: Markup) -> Markup {
                     a.brand href="/" { "agent-host" }
                     nav aria-label="Main" {
                         a href="/" { "Sessions" }
+                        a href="/processors" { "Processors" }
                         a href="/openapi.json" { "API" }
                     }
                     span #live .live role="status" aria-live="polite" {}
@@ -193,6 +194,11 @@ pub(super) fn session(p: &SessionPage<'_>) -> Markup {
                 label { "Title" input type="text" name="title" value=(v.title.as_deref().unwrap_or_default()) maxlength="512"; }
                 button type="submit" { "Rename" }
             }
+            form.inline method="post" action={"/sessions/" (id) "/summarize"} {
+                button type="submit" { "Summarize now" }
+            }
+            a href={"/sessions/" (id) "/clear"} { "Clear…" }
+            a href={"/sessions/" (id) "/delete"} { "Delete…" }
             nav aria-label="Export" {
                 "Export: "
                 @for (format, label) in [("markdown", "Markdown"), ("openai", "OpenAI"), ("anthropic", "Anthropic"), ("jsonl", "JSONL")] {
@@ -474,4 +480,106 @@ pub(super) fn error(status: u16, message: &str) -> Markup {
             p { a href="/" { "Back to the sessions" } }
         },
     )
+}
+
+/// A processor call, for the processors page.
+#[derive(Clone, Debug)]
+pub(crate) struct Call {
+    pub at: DateTime<Utc>,
+    pub session: uuid::Uuid,
+    pub name: String,
+    pub hash: String,
+    pub outcome: String,
+    pub error: Option<String>,
+    pub time_ms: f64,
+    pub peak_memory_bytes: usize,
+    /// Messages before and after.
+    pub messages: (usize, usize),
+}
+
+/// The processors the server runs on every turn, and their recent calls.
+pub(super) fn processors(loaded: &[agent_host_runtime::Processor], calls: &[Call]) -> Markup {
+    let body = html! {
+        h1 { "Processors" }
+        @if loaded.is_empty() {
+            p { "This server runs no processors on its turns (" code { "agent-host serve --processor FILE.wasm" } " adds one)." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr {
+                    th scope="col" { "Processor" } th scope="col" { "Version" } th scope="col" { "Hash" }
+                    th scope="col" { "Contract" } th scope="col" { "Grants" } th scope="col" { "Limits" }
+                } }
+                tbody {
+                    @for p in loaded {
+                        @let d = p.description();
+                        @let o = p.options();
+                        tr {
+                            td { strong { (p.name()) } br; small.muted { (d.summary) } }
+                            td { (d.version) }
+                            td { code { (p.hash().get(..12).unwrap_or(p.hash())) } }
+                            td { @for i in p.imports() { (i.name) br; } }
+                            td {
+                                @if o.grants.read_dirs.is_empty() && !o.grants.clocks && !o.grants.random { "none" }
+                                @for d in &o.grants.read_dirs { "read " code { (d.display()) } br; }
+                                @if o.grants.clocks { "clocks" br; }
+                                @if o.grants.random { "random" }
+                            }
+                            td {
+                                (o.limits.deadline.as_millis()) " ms, "
+                                (o.limits.memory_bytes >> 20) " MiB, "
+                                (o.limits.max_output_bytes >> 20) " MiB out"
+                            }
+                        }
+                    }
+                }
+            } }
+        }
+        h2 { "Recent calls" }
+        @if calls.is_empty() {
+            p.muted { "No call since the server started." }
+        } @else {
+            div.table-wrap { table {
+                thead { tr {
+                    th scope="col" { "When" } th scope="col" { "Processor" } th scope="col" { "Session" }
+                    th scope="col" { "Outcome" } th scope="col" .num { "Time" } th scope="col" .num { "Peak memory" }
+                    th scope="col" .num { "Messages" }
+                } }
+                tbody {
+                    @for c in calls {
+                        tr {
+                            td { (when(&c.at)) }
+                            td { (c.name) " " small.muted { code { (c.hash.get(..12).unwrap_or(&c.hash)) } } }
+                            td { a href={"/sessions/" (c.session)} { code { (c.session.to_string().get(..8).unwrap_or_default()) } } }
+                            td {
+                                (c.outcome)
+                                @if let Some(e) = &c.error { br; small.error { (e) } }
+                            }
+                            td.num { (format!("{:.1}", c.time_ms)) " ms" }
+                            td.num { (c.peak_memory_bytes >> 10) " KiB" }
+                            td.num { (c.messages.0) " → " (c.messages.1) }
+                        }
+                    }
+                }
+            } }
+        }
+    };
+    layout("Processors", None, body)
+}
+
+/// Asks before an action that cannot be undone (`action`: `clear`,
+/// `delete`).
+pub(super) fn confirm(view: &SessionView, action: &str, question: &str, detail: &str) -> Markup {
+    let name = name_of(view);
+    let body = html! {
+        nav aria-label="Breadcrumb" { a href={"/sessions/" (view.id)} { "← " (name) } }
+        h1 { (question) }
+        p { strong { (name) } " (" (view.message_count) " messages)" }
+        p { (detail) }
+        form method="post" action={"/sessions/" (view.id) "/" (action)} {
+            button.primary type="submit" { "Yes, " (action) " it" }
+            " "
+            a href={"/sessions/" (view.id)} { "No, keep it" }
+        }
+    };
+    layout(question, None, body)
 }
