@@ -27,11 +27,16 @@ fn main() {
     let postgres = PostgresStore::open(&server.fresh_url()).expect("the PostgreSQL store");
     let stores: [(&str, &dyn SessionStore); 2] = [("file", &file), ("postgres", &postgres)];
 
-    println!("| store | appends/s (1 turn, 3 messages, {appends} appends) | load of {LOADED} messages (best of 3) |");
+    println!(
+        "| store | appends/s (1 turn, 3 messages, {appends} appends) | load of {LOADED} messages (best of 3) |"
+    );
     println!("|---|---|---|");
     let mut results = Vec::new();
     for (name, store) in stores {
-        let session = store.create(&keyed("appends")).expect("a session").reference();
+        let session = store
+            .create(&keyed("appends"))
+            .expect("a session")
+            .reference();
         // Warm up (connections, files).
         store.append(&session, &turn(0, 0)).expect("an append");
         let started = Instant::now();
@@ -58,7 +63,10 @@ fn main() {
             best = best.min(started.elapsed());
             assert_eq!(history.messages.len(), LOADED);
         }
-        println!("| {name} | {per_second:.0} | {:.1} ms |", best.as_secs_f64() * 1e3);
+        println!(
+            "| {name} | {per_second:.0} | {:.1} ms |",
+            best.as_secs_f64() * 1e3
+        );
         results.push((per_second, best));
     }
     let (file, postgres) = (results[0], results[1]);

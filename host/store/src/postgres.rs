@@ -66,8 +66,8 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use uuid::Uuid;
 
 use super::{
-    History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
-    SessionStore, StoreError, StoreWarning, error_chain, idle_cutoff,
+    History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, idle_cutoff,
 };
 
 /// The schema version this build writes: the number of migrations.
@@ -665,6 +665,194 @@ impl Inner {
         Ok(meta)
     }
 
+    /// Parses a stored line (`None`: over the cap) of message `seq`; a line
+    /// that is not a message is a warning, as `load` reports it.
+    fn parse_row(
+        &self,
+        session: &SessionRef,
+        seq: i64,
+        line: Option<&str>,
+        warnings: &mut Vec<StoreWarning>,
+    ) -> Option<Message> {
+        let line_no = usize::try_from(seq).unwrap_or(0).saturating_add(1);
+        let parsed = match line {
+            Some(line) => jsonl::parse_line(line, line_no).map_err(|e| e.to_string()),
+            None => Err(format!("it is over {MAX_LINE_BYTES} bytes")),
+        };
+        match parsed {
+            Ok(message) => Some(message),
+            Err(e) => {
+                warnings.push(StoreWarning {
+                    path: self.name.clone().into(),
+                    line: None,
+                    offset: None,
+                    detail: format!(
+                        "session {session}: message {seq} is not a valid message ({e}); skipped"
+                    ),
+                });
+                None
+            }
+        }
+    }
+
+    /// Sets `meta`'s count to the `rows` read, with a warning when the
+    /// stored count differed.
+    fn reconcile(
+        &self,
+        session: &SessionRef,
+        meta: &mut SessionMeta,
+        rows: u64,
+        warnings: &mut Vec<StoreWarning>,
+    ) {
+        if meta.message_count != rows {
+            warnings.push(StoreWarning {
+                path: self.name.clone().into(),
+                line: None,
+                offset: None,
+                detail: format!(
+                    "session {session}: the metadata counts {} messages, the database holds {rows}",
+                    meta.message_count
+                ),
+            });
+            meta.message_count = rows;
+        }
+    }
+
+    /// The tail of a session's log (see [`SessionStore::load_tail`]), in
+    /// one snapshot: the leading system rows from the first `seq` up, then
+    /// the rows from the newest back to the start point, both through
+    /// portals fetched a batch at a time, so that the rows between are
+    /// neither read nor sent.
+    async fn load_tail(self: Arc<Self>, session: SessionRef, from: TailStart) -> Result<Tail> {
+        let mut client = self.client().await?;
+        let fail = |e| self.fail(&session, "cannot read", e);
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(fail)?;
+        let mut meta = self.existing(&tx, &session, false).await?;
+        let mut warnings = Vec::new();
+        let read = |row: &Row| -> Result<(i64, Option<String>)> {
+            Ok((row.try_get(0).map_err(fail)?, row.try_get(1).map_err(fail)?))
+        };
+        // The leading system rows, up to the first row of another message.
+        let mut system = Vec::new();
+        let mut head: Option<i64> = None;
+        let mut head_rows: u64 = 0;
+        let ascending = tx
+            .bind(
+                "SELECT seq, CASE WHEN octet_length(line) <= $2 THEN line END
+                 FROM agent_host_messages WHERE session_id = $1 ORDER BY seq",
+                &[&meta.id, &MAX_LINE_BYTES],
+            )
+            .await
+            .map_err(fail)?;
+        'head: loop {
+            let rows = tx.query_portal(&ascending, 16).await.map_err(fail)?;
+            if rows.is_empty() {
+                break;
+            }
+            for row in &rows {
+                let (seq, line) = read(row)?;
+                match self.parse_row(&session, seq, line.as_deref(), &mut warnings) {
+                    Some(message) if !crate::leads(&message) => {
+                        head = Some(seq);
+                        break 'head;
+                    }
+                    Some(message) => system.push(message),
+                    None => {}
+                }
+                head_rows += 1;
+            }
+        }
+        // From the newest row back to the start point, on the primary key.
+        let mut newest: Vec<(i64, Message)> = Vec::new();
+        let mut newest_warnings = Vec::new();
+        let mut reached = true;
+        let mut tail_rows: u64 = 0;
+        if let Some(head) = head {
+            let descending = tx
+                .bind(
+                    "SELECT seq, CASE WHEN octet_length(line) <= $3 THEN line END
+                     FROM agent_host_messages WHERE session_id = $1 AND seq >= $2
+                     ORDER BY seq DESC",
+                    &[&meta.id, &head, &MAX_LINE_BYTES],
+                )
+                .await
+                .map_err(fail)?;
+            let batch = match &from {
+                TailStart::Newest(n) => i32::try_from(n.saturating_add(1))
+                    .unwrap_or(i32::MAX)
+                    .min(1024),
+                TailStart::AtId(_) => 64,
+            };
+            let enough = |newest: &[(i64, Message)]| match &from {
+                TailStart::Newest(n) => newest.len() >= *n,
+                TailStart::AtId(wanted) => newest.last().is_some_and(|(_, m)| m.id == *wanted),
+            };
+            'tail: loop {
+                if enough(&newest) {
+                    reached = false;
+                    break;
+                }
+                let rows = tx.query_portal(&descending, batch).await.map_err(fail)?;
+                if rows.is_empty() {
+                    break;
+                }
+                for row in &rows {
+                    if enough(&newest) {
+                        reached = false;
+                        break 'tail;
+                    }
+                    tail_rows += 1;
+                    let (seq, line) = read(row)?;
+                    if let Some(message) =
+                        self.parse_row(&session, seq, line.as_deref(), &mut newest_warnings)
+                    {
+                        newest.push((seq, message));
+                    }
+                }
+            }
+        }
+        newest.reverse();
+        newest_warnings.reverse();
+        warnings.extend(newest_warnings);
+        let (seqs, mut after): (Vec<i64>, Vec<Message>) = newest.into_iter().unzip();
+        let (start, found) = crate::tail::start_in(&after, &from);
+        let skipped = match (head, seqs.get(start)) {
+            _ if reached => start as u64,
+            (Some(head), Some(&first)) => u64::try_from(first - head).unwrap_or(0),
+            // None of the rows after the system ones is wanted (`Newest(0)`).
+            (Some(head), None) => {
+                let end: i64 = tx
+                    .query_one(
+                        "SELECT COALESCE(MAX(seq) + 1, 0) FROM agent_host_messages WHERE session_id = $1",
+                        &[&meta.id],
+                    )
+                    .await
+                    .and_then(|row| row.try_get(0))
+                    .map_err(fail)?;
+                u64::try_from(end - head).unwrap_or(0)
+            }
+            (None, _) => 0,
+        };
+        tx.commit().await.map_err(fail)?;
+        if reached {
+            self.reconcile(&session, &mut meta, head_rows + tail_rows, &mut warnings);
+        }
+        Ok(Tail {
+            meta,
+            system,
+            messages: after.split_off(start),
+            skipped,
+            found,
+            warnings,
+        })
+    }
+
     /// The session and its rows (`None` for a line over the cap), read in
     /// one snapshot; parsed by the caller, off the runtime.
     async fn load(
@@ -717,41 +905,43 @@ impl Inner {
             .map_err(fail)?;
         let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
         let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
-        let (total, rows) = match &page.agent {
-            None => (
-                tx.query_one("SELECT COUNT(*) FROM agent_host_sessions", &[])
-                    .await
-                    .map_err(fail)?,
-                tx.query(
-                    &format!(
-                        "SELECT {META_COLUMNS} FROM agent_host_sessions
-                         ORDER BY updated DESC, id LIMIT $1 OFFSET $2"
-                    ),
-                    &[&limit, &offset],
-                )
-                .await
-                .map_err(fail)?,
-            ),
-            Some(agent) => (
-                tx.query_one(
-                    "SELECT COUNT(*) FROM agent_host_sessions WHERE agent = $1",
-                    &[&agent.as_bytes()],
-                )
-                .await
-                .map_err(fail)?,
-                tx.query(
-                    &format!(
-                        "SELECT {META_COLUMNS} FROM agent_host_sessions WHERE agent = $1
-                         ORDER BY updated DESC, id LIMIT $2 OFFSET $3"
-                    ),
-                    &[&agent.as_bytes(), &limit, &offset],
-                )
-                .await
-                .map_err(fail)?,
-            ),
+        let agent = page.agent.as_deref().map(str::as_bytes);
+        let total = tx
+            .query_one(
+                "SELECT COUNT(*) FROM agent_host_sessions WHERE $1::bytea IS NULL OR agent = $1",
+                &[&agent],
+            )
+            .await
+            .map_err(fail)?;
+        // A keyset: `updated <= t` is a range of the `(updated DESC, id)`
+        // index, the rest cuts the ties.
+        let (after_time, after_id) = match page.after {
+            Some(PageCursor { updated, id }) => (Some(updated), Some(id)),
+            None => (None, None),
         };
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT {META_COLUMNS} FROM agent_host_sessions
+                     WHERE ($1::bytea IS NULL OR agent = $1)
+                       AND ($2::timestamptz IS NULL
+                            OR (updated <= $2 AND (updated < $2 OR id > $3::uuid)))
+                     ORDER BY updated DESC, id LIMIT $4 OFFSET $5"
+                ),
+                &[&agent, &after_time, &after_id, &limit, &offset],
+            )
+            .await
+            .map_err(fail)?;
         tx.commit().await.map_err(fail)?;
         let total: i64 = total.try_get(0).map_err(fail)?;
+        // The last row's position, even when its other columns do not read.
+        let next = match rows.last() {
+            Some(row) if rows.len() >= page.limit => match (row.try_get(7), row.try_get(0)) {
+                (Ok(updated), Ok(id)) => Some(PageCursor { updated, id }),
+                _ => None,
+            },
+            _ => None,
+        };
         let mut sessions = Vec::with_capacity(rows.len());
         let mut warnings = Vec::new();
         for row in rows {
@@ -769,6 +959,7 @@ impl Inner {
             sessions,
             total: usize::try_from(total).unwrap_or(0),
             warnings,
+            next,
         })
     }
 
@@ -967,35 +1158,15 @@ impl SessionStore for PostgresStore {
         let mut warnings = Vec::new();
         let total = rows.len() as u64;
         for (seq, line) in rows {
-            let line_no = usize::try_from(seq).unwrap_or(0).saturating_add(1);
-            let parsed = match line {
-                Some(line) => jsonl::parse_line(&line, line_no).map_err(|e| e.to_string()),
-                None => Err(format!("it is over {MAX_LINE_BYTES} bytes")),
-            };
-            match parsed {
-                Ok(message) => messages.push(message),
-                Err(e) => warnings.push(StoreWarning {
-                    path: self.inner.name.clone().into(),
-                    line: None,
-                    offset: None,
-                    detail: format!(
-                        "session {session}: message {seq} is not a valid message ({e}); skipped"
-                    ),
-                }),
+            if let Some(message) =
+                self.inner
+                    .parse_row(session, seq, line.as_deref(), &mut warnings)
+            {
+                messages.push(message);
             }
         }
-        if meta.message_count != total {
-            warnings.push(StoreWarning {
-                path: self.inner.name.clone().into(),
-                line: None,
-                offset: None,
-                detail: format!(
-                    "session {session}: the metadata counts {} messages, the database holds {total}",
-                    meta.message_count
-                ),
-            });
-            meta.message_count = total;
-        }
+        self.inner
+            .reconcile(session, &mut meta, total, &mut warnings);
         for warning in &warnings {
             tracing::warn!("{warning}");
         }
@@ -1006,6 +1177,15 @@ impl SessionStore for PostgresStore {
         })
     }
 
+    fn load_tail(&self, session: &SessionRef, from: TailStart) -> Result<Tail> {
+        let session = session.clone();
+        let tail = self.run(move |db| db.load_tail(session, from))?;
+        for warning in &tail.warnings {
+            tracing::warn!("{warning}");
+        }
+        Ok(tail)
+    }
+
     fn list(&self, page: &PageRequest) -> Result<SessionPage> {
         page.validate()?;
         let page = page.clone();
@@ -1013,13 +1193,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn scan(&self) -> Result<SessionPage> {
-        self.run(move |db| {
-            db.select_page(PageRequest {
-                offset: 0,
-                limit: i64::MAX as usize,
-                agent: None,
-            })
-        })
+        self.run(move |db| db.select_page(PageRequest::first(i64::MAX as usize)))
     }
 
     fn rename(&self, session: &SessionRef, title: Option<&str>) -> Result<SessionMeta> {
