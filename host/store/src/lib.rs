@@ -519,6 +519,44 @@ impl StoreError {
     }
 }
 
+/// The longest payload [`SessionStore::announce`] takes (PostgreSQL's
+/// `NOTIFY` takes under 8,000 bytes).
+pub const MAX_NOTICE_BYTES: usize = 7900;
+
+/// What [`SessionStore::notifications`] delivers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A payload some instance sharing the store announced (this one
+    /// included), as it arrived: untrusted, at most [`MAX_NOTICE_BYTES`].
+    Message(String),
+    /// Notices may have been lost (the listening connection dropped and
+    /// was opened again, or the reader fell behind): whatever the reader
+    /// keeps from them should be read again from the store.
+    Lost,
+}
+
+/// A session's turn lock across every process sharing the store, from
+/// [`SessionStore::turn_lock`]; released when dropped (or when the process
+/// holding it dies).
+pub struct TurnLock {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl TurnLock {
+    /// A lock released when `held` is dropped.
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        TurnLock {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl fmt::Debug for TurnLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TurnLock")
+    }
+}
+
 /// Refuses message `index` of an append to `session` when its stored line
 /// (`line`, without its newline) is over the per-message limits every line
 /// of a log is read back with ([`agent_host_core::format::jsonl::parse_line`]).
@@ -675,6 +713,33 @@ pub trait SessionStore: Send + Sync {
     /// Deletes every session last updated more than `idle` before `now`;
     /// returns the deleted ones.
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>>;
+
+    /// Sends `payload` (at most [`MAX_NOTICE_BYTES`]) to the
+    /// [`notifications`](SessionStore::notifications) of every instance
+    /// sharing the store, in the order announced; never blocks on the
+    /// network, and is best effort (an instance that misses some is told
+    /// [`Notice::Lost`]). The default, for a store no other process
+    /// follows, does nothing.
+    fn announce(&self, payload: &str) -> Result<()> {
+        let _ = payload;
+        Ok(())
+    }
+
+    /// The announcements of every instance sharing the store, this one's
+    /// included, for as long as the receiver is kept; `None` (the default)
+    /// when the store has none (the file store, SQLite).
+    fn notifications(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
+        None
+    }
+
+    /// Holds `session`'s turn lock across every process sharing the store,
+    /// waiting for it: the caller runs a turn while it keeps the answer.
+    /// `None` (the default) when the store has no such lock (a process's
+    /// own locks are then all there is).
+    fn turn_lock(&self, session: Uuid) -> Result<Option<TurnLock>> {
+        let _ = session;
+        Ok(None)
+    }
 }
 
 /// Sorts sessions newest update first (ties by id, for a stable order) and

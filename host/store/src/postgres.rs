@@ -66,8 +66,9 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use uuid::Uuid;
 
 use super::{
-    History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
-    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, idle_cutoff,
+    History, NewSession, Notice, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, TurnLock, error_chain,
+    idle_cutoff,
 };
 
 /// The schema version this build writes: the number of migrations.
@@ -91,6 +92,21 @@ pub const MAX_LINE_BYTES: i32 = 64 << 20;
 
 /// The longest idempotency key.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// How many turn locks ([`SessionStore::turn_lock`]) one store holds at
+/// once: each holds a connection of its own, outside the pool, so that
+/// turns waiting for a lock never starve the writes of the turns holding one.
+pub const MAX_TURN_LOCKS: usize = 64;
+
+/// How long a turn waits for another instance's turn on the same session.
+pub const TURN_LOCK_WAIT: Duration = Duration::from_secs(600);
+
+/// The channel (per database) instances announce to and listen on.
+pub const CHANNEL: &str = "agent_host_events";
+
+/// How many announcements wait to be sent, or notices to be read, before
+/// more are dropped (and readers told [`Notice::Lost`]).
+const NOTICE_BACKLOG: usize = 4096;
 
 /// The advisory lock migrations run under (`agenthos` in ASCII).
 const MIGRATION_LOCK: i64 = 0x6167_656e_7468_6f73;
@@ -164,6 +180,11 @@ struct Inner {
     idle: Mutex<Vec<Client>>,
     permits: Arc<Semaphore>,
     clock: Clock,
+    /// Connections of turn locks not in use, and how many may be held.
+    lock_idle: Mutex<Vec<Client>>,
+    lock_permits: Arc<Semaphore>,
+    /// The queue of announcements, its sender started on first use.
+    announcer: std::sync::OnceLock<tokio::sync::mpsc::Sender<String>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -215,6 +236,9 @@ impl PostgresStore {
                 idle: Mutex::new(Vec::new()),
                 permits: Arc::new(Semaphore::new(POOL_SIZE)),
                 clock: Arc::new(Utc::now),
+                lock_idle: Mutex::new(Vec::new()),
+                lock_permits: Arc::new(Semaphore::new(MAX_TURN_LOCKS)),
+                announcer: std::sync::OnceLock::new(),
             }),
             runtime: Some(runtime),
         };
@@ -388,6 +412,160 @@ impl Inner {
                 .map_err(fail)?;
         }
         Ok(client)
+    }
+
+    /// Sends the queued announcements in order, those waiting together in
+    /// one statement; one that fails is logged and dropped (listeners
+    /// compare nothing, so a gap is only a missed event).
+    async fn announce(self: Arc<Self>, mut queue: tokio::sync::mpsc::Receiver<String>) {
+        let mut batch = Vec::new();
+        while queue.recv_many(&mut batch, 256).await > 0 {
+            let payloads = std::mem::take(&mut batch);
+            let sent = async {
+                let client = self.client().await?;
+                client
+                    .execute(
+                        "SELECT pg_notify($1, p) FROM
+                         (SELECT p FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n) AS s",
+                        &[&CHANNEL, &payloads],
+                    )
+                    .await
+                    .map_err(|e| self.fail_store("cannot announce to", e))
+            };
+            if let Err(e) = sent.await {
+                tracing::warn!(
+                    "{} events not announced: {}",
+                    payloads.len(),
+                    error_chain(&e)
+                );
+            }
+        }
+    }
+
+    /// Listens on [`CHANNEL`] and forwards what arrives to `out` until it
+    /// is dropped; a connection that ends is opened again, and `out` told
+    /// [`Notice::Lost`].
+    async fn listen(self: Arc<Self>, out: tokio::sync::mpsc::Sender<Notice>) {
+        use tokio_postgres::AsyncMessage;
+        let mut lost = false;
+        let mut wait = Duration::from_millis(100);
+        while !out.is_closed() {
+            let connected = self.config.connect(self.tls.clone()).await;
+            let (client, mut connection) = match connected {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot listen for other instances' events: {}; again in {wait:?}",
+                        error_chain(&self.fail_store("cannot connect to", e))
+                    );
+                    lost = true;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            let forward = out.clone();
+            let reading = tokio::spawn(async move {
+                let mut behind = false;
+                let mut messages =
+                    futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                while let Some(message) = messages.try_next().await.transpose() {
+                    let Ok(AsyncMessage::Notification(notice)) = message else {
+                        if let Err(e) = message {
+                            tracing::debug!("the listening connection ended: {}", error_chain(&e));
+                            break;
+                        }
+                        continue;
+                    };
+                    if notice.channel() != CHANNEL
+                        || notice.payload().len() > crate::MAX_NOTICE_BYTES
+                    {
+                        continue;
+                    }
+                    if behind && forward.try_send(Notice::Lost).is_ok() {
+                        behind = false;
+                    }
+                    if !behind
+                        && forward
+                            .try_send(Notice::Message(notice.payload().to_owned()))
+                            .is_err()
+                    {
+                        behind = true;
+                    }
+                }
+            });
+            if let Err(e) = client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                tracing::warn!(
+                    "cannot listen for other instances' events: {}",
+                    error_chain(&self.fail_store("cannot LISTEN in", e))
+                );
+                reading.abort();
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            wait = Duration::from_millis(100);
+            if std::mem::take(&mut lost) {
+                let _ = out.send(Notice::Lost).await;
+            }
+            let _ = reading.await;
+            drop(client);
+            lost = true;
+        }
+    }
+
+    /// Waits for `session`'s advisory lock on a connection of its own.
+    async fn lock_turn(self: Arc<Self>, session: Uuid) -> Result<HeldTurn> {
+        let fail = |e| self.fail(&session, "cannot take the turn lock in", e);
+        let permit = tokio::time::timeout(
+            CHECKOUT_TIMEOUT,
+            Arc::clone(&self.lock_permits).acquire_owned(),
+        )
+        .await
+        .map_err(|_| StoreError::Backend {
+            context: format!(
+                "session {session}: no turn lock of the PostgreSQL database {} was free within {CHECKOUT_TIMEOUT:?}",
+                self.name
+            ),
+            source: format!("all {MAX_TURN_LOCKS} are held").into(),
+        })?
+        .expect("the semaphore is never closed");
+        let idle = loop {
+            let idle = self
+                .lock_idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            match idle {
+                Some(client) if client.is_closed() => continue,
+                other => break other,
+            }
+        };
+        let client = match idle {
+            Some(client) => client,
+            None => {
+                let client = self.connect().await?;
+                client
+                    .batch_execute(&format!(
+                        "SET statement_timeout = {}",
+                        TURN_LOCK_WAIT.as_millis()
+                    ))
+                    .await
+                    .map_err(fail)?;
+                client
+            }
+        };
+        let key = lock_key(session);
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&key])
+            .await
+            .map_err(fail)?;
+        Ok(HeldTurn {
+            client: Some(client),
+            key,
+            inner: Arc::clone(&self),
+            permit: Some(permit),
+            runtime: tokio::runtime::Handle::current(),
+        })
     }
 
     /// Brings the schema to [`SCHEMA_VERSION`], or refuses a newer one.
@@ -990,6 +1168,46 @@ impl Inner {
     }
 }
 
+/// The advisory lock key of a session's turns.
+fn lock_key(session: Uuid) -> i64 {
+    let (high, low) = session.as_u64_pair();
+    (high ^ low) as i64
+}
+
+/// A held turn lock: unlocked (on the store's runtime) when dropped; when
+/// the store is gone, its connection closes and the server releases it.
+struct HeldTurn {
+    client: Option<Client>,
+    key: i64,
+    inner: Arc<Inner>,
+    permit: Option<OwnedSemaphorePermit>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Drop for HeldTurn {
+    fn drop(&mut self) {
+        let (Some(client), Some(permit)) = (self.client.take(), self.permit.take()) else {
+            return;
+        };
+        let (key, inner) = (self.key, Arc::clone(&self.inner));
+        self.runtime.spawn(async move {
+            match client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await
+            {
+                Ok(_) => inner
+                    .lock_idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(client),
+                // Closing the connection releases the lock.
+                Err(e) => tracing::debug!("a turn lock's connection dropped: {}", error_chain(&e)),
+            }
+            drop(permit);
+        });
+    }
+}
+
 /// A connection taken from the pool; back to it when dropped, unless closed.
 struct Pooled {
     client: Option<Client>,
@@ -1184,6 +1402,49 @@ impl SessionStore for PostgresStore {
             tracing::warn!("{warning}");
         }
         Ok(tail)
+    }
+
+    fn announce(&self, payload: &str) -> Result<()> {
+        if payload.len() > crate::MAX_NOTICE_BYTES {
+            return Err(StoreError::Invalid {
+                what: "announcement",
+                value: payload.chars().take(64).collect(),
+                reason: format!(
+                    "it is {} bytes; at most {} fit",
+                    payload.len(),
+                    crate::MAX_NOTICE_BYTES
+                ),
+            });
+        }
+        let queue = self.inner.announcer.get_or_init(|| {
+            let (send, receive) = tokio::sync::mpsc::channel(NOTICE_BACKLOG);
+            self.runtime
+                .as_ref()
+                .expect("the runtime lives as long as the store")
+                .spawn(Arc::clone(&self.inner).announce(receive));
+            send
+        });
+        queue
+            .try_send(payload.to_owned())
+            .map_err(|e| StoreError::Backend {
+                context: format!("cannot announce an event to {}", self.inner.name),
+                source: format!("{NOTICE_BACKLOG} announcements are waiting to be sent ({e})")
+                    .into(),
+            })
+    }
+
+    fn notifications(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
+        let (send, receive) = tokio::sync::mpsc::channel(NOTICE_BACKLOG);
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the store")
+            .spawn(Arc::clone(&self.inner).listen(send));
+        Some(receive)
+    }
+
+    fn turn_lock(&self, session: Uuid) -> Result<Option<TurnLock>> {
+        let held = self.run(move |db| db.lock_turn(session))?;
+        Ok(Some(TurnLock::new(held)))
     }
 
     fn list(&self, page: &PageRequest) -> Result<SessionPage> {
