@@ -114,10 +114,11 @@ async fn read_events_until(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_share_sessions_events_and_every_append() {
-    let Some(pg) = postgres_server::server() else {
-        return;
-    };
-    let url = pg.fresh_url();
+    // The helpers block on a runtime of their own.
+    let url = tokio::task::spawn_blocking(|| postgres_server::server().map(|pg| pg.fresh_url()))
+        .await
+        .unwrap();
+    let Some(url) = url else { return };
     let (a, b) = (Instance::start(&url).await, Instance::start(&url).await);
 
     // B listens; A creates a session: B's listeners hear of it, and B lists it.
