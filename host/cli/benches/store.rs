@@ -234,6 +234,7 @@ fn bench_list(c: &mut Criterion) {
             loop {
                 let page = store
                     .list(&PageRequest {
+                        after: None,
                         offset: seen,
                         limit: 200,
                         agent: None,

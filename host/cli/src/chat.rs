@@ -318,6 +318,7 @@ impl Chat<'_> {
             return self.find_or_open(name);
         }
         let page = store.list(&PageRequest {
+            after: None,
             offset: 0,
             limit: 1,
             agent: Some(self.agent.clone()),
@@ -384,6 +385,7 @@ impl Chat<'_> {
             }
             Command::Sessions => {
                 let page = store.list(&PageRequest {
+                    after: None,
                     offset: 0,
                     limit: 20,
                     agent: Some(self.agent.clone()),

@@ -19,7 +19,9 @@ use agent_host_store::{FileStore, NewSession, SessionStore};
 /// A coding session of `n` messages (user, assistant with a tool call,
 /// tool result of about 1 KB, assistant).
 fn session(store: &dyn SessionStore, key: &str, n: usize) -> uuid::Uuid {
-    let meta = store.create(&NewSession::new("default").with_key(key)).unwrap();
+    let meta = store
+        .create(&NewSession::new("default").with_key(key))
+        .unwrap();
     let session = meta.reference();
     let mut batch = Vec::new();
     for i in 0..n {
@@ -27,10 +29,18 @@ fn session(store: &dyn SessionStore, key: &str, n: usize) -> uuid::Uuid {
             0 => Message::user(format!("step {i}: read src/file_{i}.rs")),
             1 => {
                 let mut m = Message::assistant("");
-                m.push_tool_call(format!("c{i}"), "read_file", format!("{{\"path\":\"src/file_{i}.rs\"}}"));
+                m.push_tool_call(
+                    format!("c{i}"),
+                    "read_file",
+                    format!("{{\"path\":\"src/file_{i}.rs\"}}"),
+                );
                 m
             }
-            2 => Message::tool_result(format!("c{}", i - 1), "read_file", format!("fn f{i}() {{}}\n").repeat(80)),
+            2 => Message::tool_result(
+                format!("c{}", i - 1),
+                "read_file",
+                format!("fn f{i}() {{}}\n").repeat(80),
+            ),
             _ => Message::assistant(format!("file_{i} defines f{i}.")),
         };
         batch.push(m.with_id(format!("m{i}")));
@@ -76,16 +86,26 @@ async fn main() {
     let http = reqwest::Client::new();
 
     println!("page                                   p50        p99");
-    for (name, id) in [("1,000 messages (baseline)", short), ("100,000 messages", long)] {
+    for (name, id) in [
+        ("1,000 messages (baseline)", short),
+        ("100,000 messages", long),
+    ] {
         let url = format!("{base}/sessions/{id}");
         // The first read computes the context report; later ones reuse it
         // while the session is unchanged.
         let started = Instant::now();
         http.get(&url).send().await.unwrap().bytes().await.unwrap();
-        println!("session page, first read, {name:<26} {}", ms(started.elapsed()));
+        println!(
+            "session page, first read, {name:<26} {}",
+            ms(started.elapsed())
+        );
         let (p50, p99) = percentiles(&http, &url, 200).await;
         println!("session page, {name:<26} {:>10} {:>10}", ms(p50), ms(p99));
     }
     let (p50, p99) = percentiles(&http, &format!("{base}/"), 200).await;
-    println!("list page (2 sessions)                 {:>10} {:>10}", ms(p50), ms(p99));
+    println!(
+        "list page (2 sessions)                 {:>10} {:>10}",
+        ms(p50),
+        ms(p99)
+    );
 }

@@ -3,10 +3,12 @@
 //! page (a cursor is a position in the order), not a walk of the store.
 //!
 //! Built from one [`SessionStore::scan`](agent_host_store::SessionStore::scan)
-//! at startup and kept current by the server's own writes. A store written
-//! by another process at the same time is not seen until the session is
-//! named (a lookup that misses the index asks the store) or the server
-//! restarts.
+//! at startup and kept current by the server's own writes and, when the
+//! store has notifications (PostgreSQL), by what other instances announce
+//! (see `peers.rs`): each announced session is read again from the store.
+//! Otherwise a store written by another process at the same time is not
+//! seen until the session is named (a lookup that misses the index asks the
+//! store) or the server restarts.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
@@ -192,6 +194,46 @@ impl Index {
         entry.last_activity = entry.last_activity.max(now);
         let to = entry.state();
         (from != to).then_some(StateChange { id, from, to })
+    }
+
+    /// Takes `meta` as another instance left it: its facts change, its
+    /// state here does not (a session new here is `created` or `active`).
+    pub fn refresh(&self, meta: &SessionMeta) {
+        let mut inner = self.inner.write().expect("index lock");
+        let entry = match inner.remove(meta.id) {
+            Some(before) => Entry {
+                view: SessionView::from(meta),
+                last_activity: before.last_activity.max(meta.updated),
+                ..before
+            },
+            None => Entry {
+                view: SessionView::from(meta),
+                last: if meta.message_count == 0 {
+                    Change::Created
+                } else {
+                    Change::Active
+                },
+                idle: false,
+                last_activity: meta.updated,
+            },
+        };
+        inner.put(entry);
+    }
+
+    /// Forgets every session but those in `kept` (after a full read of the
+    /// store); returns how many were forgotten.
+    pub fn retain(&self, kept: &std::collections::HashSet<Uuid>) -> usize {
+        let mut inner = self.inner.write().expect("index lock");
+        let gone: Vec<Uuid> = inner
+            .by_id
+            .keys()
+            .filter(|id| !kept.contains(id))
+            .copied()
+            .collect();
+        for id in &gone {
+            inner.remove(*id);
+        }
+        gone.len()
     }
 
     /// Forgets a deleted session.

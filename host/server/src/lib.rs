@@ -13,6 +13,11 @@
 //! - [hot sessions](hot): turns on one session run one at a time; appends
 //!   arriving together are written together (group commit); idle sessions
 //!   are released from memory and reload on demand;
+//! - with a store several instances share (PostgreSQL): the shared events
+//!   of one instance reach every instance's `/v1/events`, each index
+//!   follows the sessions the others create, change and delete, and a
+//!   session's turns are serialised across instances by the store's turn
+//!   lock;
 //! - [hooks] (signed webhooks and WebAssembly components) that never
 //!   block or undo a write;
 //! - bearer-token [auth] with scopes, request size limits, and errors
@@ -59,6 +64,7 @@ pub mod index;
 pub mod metrics;
 mod observe;
 pub mod openapi;
+mod peers;
 mod routes;
 
 pub use auth::{Scope, Tokens};
@@ -167,18 +173,24 @@ impl Server {
             bus.clone(),
             metrics.clone(),
         )?;
-        Ok(Server {
-            state: Arc::new(AppState {
-                engine,
-                index,
-                hot: hot::HotSessions::default(),
-                bus,
-                metrics,
-                hooks,
-                config,
-                recent_calls: dashboard::RecentCalls::default(),
-            }),
-        })
+        let notices = engine.store().notifications();
+        if notices.is_some() {
+            bus.share(Arc::clone(engine.store()));
+        }
+        let state = Arc::new(AppState {
+            engine,
+            index,
+            hot: hot::HotSessions::default(),
+            bus,
+            metrics,
+            hooks,
+            config,
+            recent_calls: dashboard::RecentCalls::default(),
+        });
+        if let Some(notices) = notices {
+            tokio::spawn(peers::follow(Arc::downgrade(&state), notices));
+        }
+        Ok(Server { state })
     }
 
     /// The router: the API, its middleware (auth, limits, metrics, CORS)

@@ -372,6 +372,7 @@ pub(crate) async fn delete_session(
     let hot = state.hot.get(view.id);
     // No turn is half-way through the session while it goes.
     let _turn = hot.turn.lock().await;
+    let _shared = shared_turn(&state, view.id).await?;
     let id = view.id;
     let meta = blocking(&state, move |store| store.delete(&SessionRef::Id(id))).await?;
     observe::deleted(&state, &meta);
@@ -636,6 +637,7 @@ pub(crate) async fn summarize(
     let view = resolve(&state, &name, args.agent.as_deref()).await?;
     let hot = state.hot.get(view.id);
     let _turn = hot.turn.lock().await;
+    let _shared = shared_turn(&state, view.id).await?;
     let observer = observe::observer(&state, &view, None, None);
     let prepared = state
         .engine
@@ -767,6 +769,15 @@ fn stream_frame(event: &EngineEvent) -> Option<Event> {
     Some(Event::default().event(name).data(data.to_string()))
 }
 
+/// The session's turn lock across the instances sharing the store (none
+/// for a store only this process uses), taken after the in-process one.
+pub(crate) async fn shared_turn(
+    state: &Shared,
+    id: uuid::Uuid,
+) -> ApiResult<Option<agent_host_store::TurnLock>> {
+    blocking(state, move |store| store.turn_lock(id)).await
+}
+
 /// One turn, under the session's turn lock.
 async fn run_turn(
     state: Shared,
@@ -776,6 +787,7 @@ async fn run_turn(
 ) -> ApiResult<TurnView> {
     let hot = state.hot.get(view.id);
     let _turn = hot.turn.lock().await;
+    let _shared = shared_turn(&state, view.id).await?;
     if let Some(change) = state.index.touch(view.id, Utc::now()) {
         observe::state_changed(&state, &change);
     }

@@ -88,6 +88,7 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function(format!("list 50 of {SESSIONS}"), |b| {
         let page = PageRequest {
+            after: None,
             offset: 0,
             limit: 50,
             agent: Some("many".into()),

@@ -1242,27 +1242,26 @@ impl SessionStore for FileStore {
     fn list(&self, page: &PageRequest) -> Result<SessionPage> {
         page.validate()?;
         let (found, warnings) = self.walk(page.agent.as_deref())?;
-        let (sessions, total) = page_of(found.into_iter().map(|(_, meta)| meta).collect(), page);
+        let (sessions, total, next) =
+            page_of(found.into_iter().map(|(_, meta)| meta).collect(), page);
         Ok(SessionPage {
             sessions,
             total,
             warnings,
+            next,
         })
     }
 
     fn scan(&self) -> Result<SessionPage> {
         let (found, warnings) = self.walk(None)?;
         let all: Vec<SessionMeta> = found.into_iter().map(|(_, meta)| meta).collect();
-        let every = PageRequest {
-            offset: 0,
-            limit: all.len(),
-            agent: None,
-        };
-        let (sessions, total) = page_of(all, &every);
+        let every = PageRequest::first(all.len());
+        let (sessions, total, _) = page_of(all, &every);
         Ok(SessionPage {
             sessions,
             total,
             warnings,
+            next: None,
         })
     }
 

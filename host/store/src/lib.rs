@@ -272,9 +272,17 @@ pub struct History {
 }
 
 /// Which page of sessions [`SessionStore::list`] returns.
+///
+/// Pages are asked for by offset, or by keyset: `after` a position a
+/// previous page gave in [`SessionPage::next`], which costs the page rather
+/// than the sessions skipped, and neither repeats nor misses a session when
+/// others are created meanwhile (a session updated meanwhile moves to the
+/// front, and a later page does not show it again).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageRequest {
-    /// How many sessions to skip, newest update first.
+    /// Only sessions after this position in the order, when given.
+    pub after: Option<PageCursor>,
+    /// How many sessions to skip (after `after`, when given), newest update first.
     pub offset: usize,
     /// How many to return, 1 to [`MAX_PAGE_LIMIT`].
     pub limit: usize,
@@ -286,9 +294,19 @@ impl PageRequest {
     /// The first `limit` sessions of every agent.
     pub fn first(limit: usize) -> Self {
         PageRequest {
+            after: None,
             offset: 0,
             limit,
             agent: None,
+        }
+    }
+
+    /// The page of `limit` sessions after `cursor` (a previous page's
+    /// [`SessionPage::next`]), for the same agent filter.
+    pub fn after(cursor: PageCursor, limit: usize) -> Self {
+        PageRequest {
+            after: Some(cursor),
+            ..PageRequest::first(limit)
         }
     }
 
@@ -302,6 +320,31 @@ impl PageRequest {
     }
 }
 
+/// A position in the order of [`SessionStore::list`] (newest update first,
+/// ties by id): the last session of a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PageCursor {
+    /// The session's update time.
+    pub updated: DateTime<Utc>,
+    /// Its id.
+    pub id: Uuid,
+}
+
+impl PageCursor {
+    /// The position of `meta`.
+    pub fn of(meta: &SessionMeta) -> Self {
+        PageCursor {
+            updated: meta.updated,
+            id: meta.id,
+        }
+    }
+
+    /// Whether `meta` comes after this position in the listing order.
+    pub fn precedes(&self, meta: &SessionMeta) -> bool {
+        meta.updated < self.updated || (meta.updated == self.updated && meta.id > self.id)
+    }
+}
+
 /// One page of sessions.
 #[derive(Clone, Debug, Default)]
 pub struct SessionPage {
@@ -311,6 +354,9 @@ pub struct SessionPage {
     pub total: usize,
     /// Metadata that could not be read, and so is not listed.
     pub warnings: Vec<StoreWarning>,
+    /// Where the next page starts ([`PageRequest::after`]), when this one is
+    /// full; `None` when it is the last.
+    pub next: Option<PageCursor>,
 }
 
 /// Something wrong with stored data that did not stop the operation:
@@ -473,6 +519,44 @@ impl StoreError {
     }
 }
 
+/// The longest payload [`SessionStore::announce`] takes (PostgreSQL's
+/// `NOTIFY` takes under 8,000 bytes).
+pub const MAX_NOTICE_BYTES: usize = 7900;
+
+/// What [`SessionStore::notifications`] delivers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// A payload some instance sharing the store announced (this one
+    /// included), as it arrived: untrusted, at most [`MAX_NOTICE_BYTES`].
+    Message(String),
+    /// Notices may have been lost (the listening connection dropped and
+    /// was opened again, or the reader fell behind): whatever the reader
+    /// keeps from them should be read again from the store.
+    Lost,
+}
+
+/// A session's turn lock across every process sharing the store, from
+/// [`SessionStore::turn_lock`]; released when dropped (or when the process
+/// holding it dies).
+pub struct TurnLock {
+    _held: Box<dyn Send + Sync>,
+}
+
+impl TurnLock {
+    /// A lock released when `held` is dropped.
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        TurnLock {
+            _held: Box::new(held),
+        }
+    }
+}
+
+impl fmt::Debug for TurnLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TurnLock")
+    }
+}
+
 /// Refuses message `index` of an append to `session` when its stored line
 /// (`line`, without its newline) is over the per-message limits every line
 /// of a log is read back with ([`agent_host_core::format::jsonl::parse_line`]).
@@ -595,6 +679,7 @@ pub trait SessionStore: Send + Sync {
         let mut all = SessionPage::default();
         loop {
             let page = self.list(&PageRequest {
+                after: None,
                 offset: all.sessions.len(),
                 limit: MAX_PAGE_LIMIT,
                 agent: None,
@@ -628,15 +713,60 @@ pub trait SessionStore: Send + Sync {
     /// Deletes every session last updated more than `idle` before `now`;
     /// returns the deleted ones.
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>>;
+
+    /// Sends `payload` (at most [`MAX_NOTICE_BYTES`]) to the
+    /// [`notifications`](SessionStore::notifications) of every instance
+    /// sharing the store, in the order announced; never blocks on the
+    /// network, and is best effort (an instance that misses some is told
+    /// [`Notice::Lost`]). The default, for a store no other process
+    /// follows, does nothing.
+    fn announce(&self, payload: &str) -> Result<()> {
+        let _ = payload;
+        Ok(())
+    }
+
+    /// The announcements of every instance sharing the store, this one's
+    /// included, for as long as the receiver is kept; `None` (the default)
+    /// when the store has none (the file store, SQLite).
+    fn notifications(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
+        None
+    }
+
+    /// Holds `session`'s turn lock across every process sharing the store,
+    /// waiting for it: the caller runs a turn while it keeps the answer.
+    /// `None` (the default) when the store has no such lock (a process's
+    /// own locks are then all there is).
+    fn turn_lock(&self, session: Uuid) -> Result<Option<TurnLock>> {
+        let _ = session;
+        Ok(None)
+    }
 }
 
 /// Sorts sessions newest update first (ties by id, for a stable order) and
-/// cuts out the requested page.
-pub(crate) fn page_of(mut all: Vec<SessionMeta>, page: &PageRequest) -> (Vec<SessionMeta>, usize) {
+/// cuts out the requested page; returns it, the total and where the next
+/// page starts.
+pub(crate) fn page_of(
+    mut all: Vec<SessionMeta>,
+    page: &PageRequest,
+) -> (Vec<SessionMeta>, usize, Option<PageCursor>) {
     all.sort_unstable_by(|a, b| b.updated.cmp(&a.updated).then(a.id.cmp(&b.id)));
     let total = all.len();
-    let sessions = all.into_iter().skip(page.offset).take(page.limit).collect();
-    (sessions, total)
+    let sessions: Vec<SessionMeta> = all
+        .into_iter()
+        .filter(|meta| page.after.is_none_or(|after| after.precedes(meta)))
+        .skip(page.offset)
+        .take(page.limit)
+        .collect();
+    let next = next_of(&sessions, page.limit);
+    (sessions, total, next)
+}
+
+/// Where the page after `sessions` starts: after its last session, when
+/// it is full.
+pub(crate) fn next_of(sessions: &[SessionMeta], limit: usize) -> Option<PageCursor> {
+    (sessions.len() >= limit)
+        .then(|| sessions.last().map(PageCursor::of))
+        .flatten()
 }
 
 /// An error and its causes on one line.

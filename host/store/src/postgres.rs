@@ -66,8 +66,9 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use uuid::Uuid;
 
 use super::{
-    History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
-    SessionStore, StoreError, StoreWarning, error_chain, idle_cutoff,
+    History, NewSession, Notice, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, TurnLock, error_chain,
+    idle_cutoff,
 };
 
 /// The schema version this build writes: the number of migrations.
@@ -91,6 +92,21 @@ pub const MAX_LINE_BYTES: i32 = 64 << 20;
 
 /// The longest idempotency key.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// How many turn locks ([`SessionStore::turn_lock`]) one store holds at
+/// once: each holds a connection of its own, outside the pool, so that
+/// turns waiting for a lock never starve the writes of the turns holding one.
+pub const MAX_TURN_LOCKS: usize = 64;
+
+/// How long a turn waits for another instance's turn on the same session.
+pub const TURN_LOCK_WAIT: Duration = Duration::from_secs(600);
+
+/// The channel (per database) instances announce to and listen on.
+pub const CHANNEL: &str = "agent_host_events";
+
+/// How many announcements wait to be sent, or notices to be read, before
+/// more are dropped (and readers told [`Notice::Lost`]).
+const NOTICE_BACKLOG: usize = 4096;
 
 /// The advisory lock migrations run under (`agenthos` in ASCII).
 const MIGRATION_LOCK: i64 = 0x6167_656e_7468_6f73;
@@ -164,6 +180,11 @@ struct Inner {
     idle: Mutex<Vec<Client>>,
     permits: Arc<Semaphore>,
     clock: Clock,
+    /// Connections of turn locks not in use, and how many may be held.
+    lock_idle: Mutex<Vec<Client>>,
+    lock_permits: Arc<Semaphore>,
+    /// The queue of announcements, its sender started on first use.
+    announcer: std::sync::OnceLock<tokio::sync::mpsc::Sender<String>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -215,6 +236,9 @@ impl PostgresStore {
                 idle: Mutex::new(Vec::new()),
                 permits: Arc::new(Semaphore::new(POOL_SIZE)),
                 clock: Arc::new(Utc::now),
+                lock_idle: Mutex::new(Vec::new()),
+                lock_permits: Arc::new(Semaphore::new(MAX_TURN_LOCKS)),
+                announcer: std::sync::OnceLock::new(),
             }),
             runtime: Some(runtime),
         };
@@ -388,6 +412,160 @@ impl Inner {
                 .map_err(fail)?;
         }
         Ok(client)
+    }
+
+    /// Sends the queued announcements in order, those waiting together in
+    /// one statement; one that fails is logged and dropped (listeners
+    /// compare nothing, so a gap is only a missed event).
+    async fn announce(self: Arc<Self>, mut queue: tokio::sync::mpsc::Receiver<String>) {
+        let mut batch = Vec::new();
+        while queue.recv_many(&mut batch, 256).await > 0 {
+            let payloads = std::mem::take(&mut batch);
+            let sent = async {
+                let client = self.client().await?;
+                client
+                    .execute(
+                        "SELECT pg_notify($1, p) FROM
+                         (SELECT p FROM unnest($2::text[]) WITH ORDINALITY AS t(p, n) ORDER BY n) AS s",
+                        &[&CHANNEL, &payloads],
+                    )
+                    .await
+                    .map_err(|e| self.fail_store("cannot announce to", e))
+            };
+            if let Err(e) = sent.await {
+                tracing::warn!(
+                    "{} events not announced: {}",
+                    payloads.len(),
+                    error_chain(&e)
+                );
+            }
+        }
+    }
+
+    /// Listens on [`CHANNEL`] and forwards what arrives to `out` until it
+    /// is dropped; a connection that ends is opened again, and `out` told
+    /// [`Notice::Lost`].
+    async fn listen(self: Arc<Self>, out: tokio::sync::mpsc::Sender<Notice>) {
+        use tokio_postgres::AsyncMessage;
+        let mut lost = false;
+        let mut wait = Duration::from_millis(100);
+        while !out.is_closed() {
+            let connected = self.config.connect(self.tls.clone()).await;
+            let (client, mut connection) = match connected {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot listen for other instances' events: {}; again in {wait:?}",
+                        error_chain(&self.fail_store("cannot connect to", e))
+                    );
+                    lost = true;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            let forward = out.clone();
+            let reading = tokio::spawn(async move {
+                let mut behind = false;
+                let mut messages =
+                    futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                while let Some(message) = messages.try_next().await.transpose() {
+                    let Ok(AsyncMessage::Notification(notice)) = message else {
+                        if let Err(e) = message {
+                            tracing::debug!("the listening connection ended: {}", error_chain(&e));
+                            break;
+                        }
+                        continue;
+                    };
+                    if notice.channel() != CHANNEL
+                        || notice.payload().len() > crate::MAX_NOTICE_BYTES
+                    {
+                        continue;
+                    }
+                    if behind && forward.try_send(Notice::Lost).is_ok() {
+                        behind = false;
+                    }
+                    if !behind
+                        && forward
+                            .try_send(Notice::Message(notice.payload().to_owned()))
+                            .is_err()
+                    {
+                        behind = true;
+                    }
+                }
+            });
+            if let Err(e) = client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                tracing::warn!(
+                    "cannot listen for other instances' events: {}",
+                    error_chain(&self.fail_store("cannot LISTEN in", e))
+                );
+                reading.abort();
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+            wait = Duration::from_millis(100);
+            if std::mem::take(&mut lost) {
+                let _ = out.send(Notice::Lost).await;
+            }
+            let _ = reading.await;
+            drop(client);
+            lost = true;
+        }
+    }
+
+    /// Waits for `session`'s advisory lock on a connection of its own.
+    async fn lock_turn(self: Arc<Self>, session: Uuid) -> Result<HeldTurn> {
+        let fail = |e| self.fail(&session, "cannot take the turn lock in", e);
+        let permit = tokio::time::timeout(
+            CHECKOUT_TIMEOUT,
+            Arc::clone(&self.lock_permits).acquire_owned(),
+        )
+        .await
+        .map_err(|_| StoreError::Backend {
+            context: format!(
+                "session {session}: no turn lock of the PostgreSQL database {} was free within {CHECKOUT_TIMEOUT:?}",
+                self.name
+            ),
+            source: format!("all {MAX_TURN_LOCKS} are held").into(),
+        })?
+        .expect("the semaphore is never closed");
+        let idle = loop {
+            let idle = self
+                .lock_idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop();
+            match idle {
+                Some(client) if client.is_closed() => continue,
+                other => break other,
+            }
+        };
+        let client = match idle {
+            Some(client) => client,
+            None => {
+                let client = self.connect().await?;
+                client
+                    .batch_execute(&format!(
+                        "SET statement_timeout = {}",
+                        TURN_LOCK_WAIT.as_millis()
+                    ))
+                    .await
+                    .map_err(fail)?;
+                client
+            }
+        };
+        let key = lock_key(session);
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&key])
+            .await
+            .map_err(fail)?;
+        Ok(HeldTurn {
+            client: Some(client),
+            key,
+            inner: Arc::clone(&self),
+            permit: Some(permit),
+            runtime: tokio::runtime::Handle::current(),
+        })
     }
 
     /// Brings the schema to [`SCHEMA_VERSION`], or refuses a newer one.
@@ -665,6 +843,194 @@ impl Inner {
         Ok(meta)
     }
 
+    /// Parses a stored line (`None`: over the cap) of message `seq`; a line
+    /// that is not a message is a warning, as `load` reports it.
+    fn parse_row(
+        &self,
+        session: &SessionRef,
+        seq: i64,
+        line: Option<&str>,
+        warnings: &mut Vec<StoreWarning>,
+    ) -> Option<Message> {
+        let line_no = usize::try_from(seq).unwrap_or(0).saturating_add(1);
+        let parsed = match line {
+            Some(line) => jsonl::parse_line(line, line_no).map_err(|e| e.to_string()),
+            None => Err(format!("it is over {MAX_LINE_BYTES} bytes")),
+        };
+        match parsed {
+            Ok(message) => Some(message),
+            Err(e) => {
+                warnings.push(StoreWarning {
+                    path: self.name.clone().into(),
+                    line: None,
+                    offset: None,
+                    detail: format!(
+                        "session {session}: message {seq} is not a valid message ({e}); skipped"
+                    ),
+                });
+                None
+            }
+        }
+    }
+
+    /// Sets `meta`'s count to the `rows` read, with a warning when the
+    /// stored count differed.
+    fn reconcile(
+        &self,
+        session: &SessionRef,
+        meta: &mut SessionMeta,
+        rows: u64,
+        warnings: &mut Vec<StoreWarning>,
+    ) {
+        if meta.message_count != rows {
+            warnings.push(StoreWarning {
+                path: self.name.clone().into(),
+                line: None,
+                offset: None,
+                detail: format!(
+                    "session {session}: the metadata counts {} messages, the database holds {rows}",
+                    meta.message_count
+                ),
+            });
+            meta.message_count = rows;
+        }
+    }
+
+    /// The tail of a session's log (see [`SessionStore::load_tail`]), in
+    /// one snapshot: the leading system rows from the first `seq` up, then
+    /// the rows from the newest back to the start point, both through
+    /// portals fetched a batch at a time, so that the rows between are
+    /// neither read nor sent.
+    async fn load_tail(self: Arc<Self>, session: SessionRef, from: TailStart) -> Result<Tail> {
+        let mut client = self.client().await?;
+        let fail = |e| self.fail(&session, "cannot read", e);
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(fail)?;
+        let mut meta = self.existing(&tx, &session, false).await?;
+        let mut warnings = Vec::new();
+        let read = |row: &Row| -> Result<(i64, Option<String>)> {
+            Ok((row.try_get(0).map_err(fail)?, row.try_get(1).map_err(fail)?))
+        };
+        // The leading system rows, up to the first row of another message.
+        let mut system = Vec::new();
+        let mut head: Option<i64> = None;
+        let mut head_rows: u64 = 0;
+        let ascending = tx
+            .bind(
+                "SELECT seq, CASE WHEN octet_length(line) <= $2 THEN line END
+                 FROM agent_host_messages WHERE session_id = $1 ORDER BY seq",
+                &[&meta.id, &MAX_LINE_BYTES],
+            )
+            .await
+            .map_err(fail)?;
+        'head: loop {
+            let rows = tx.query_portal(&ascending, 16).await.map_err(fail)?;
+            if rows.is_empty() {
+                break;
+            }
+            for row in &rows {
+                let (seq, line) = read(row)?;
+                match self.parse_row(&session, seq, line.as_deref(), &mut warnings) {
+                    Some(message) if !crate::leads(&message) => {
+                        head = Some(seq);
+                        break 'head;
+                    }
+                    Some(message) => system.push(message),
+                    None => {}
+                }
+                head_rows += 1;
+            }
+        }
+        // From the newest row back to the start point, on the primary key.
+        let mut newest: Vec<(i64, Message)> = Vec::new();
+        let mut newest_warnings = Vec::new();
+        let mut reached = true;
+        let mut tail_rows: u64 = 0;
+        if let Some(head) = head {
+            let descending = tx
+                .bind(
+                    "SELECT seq, CASE WHEN octet_length(line) <= $3 THEN line END
+                     FROM agent_host_messages WHERE session_id = $1 AND seq >= $2
+                     ORDER BY seq DESC",
+                    &[&meta.id, &head, &MAX_LINE_BYTES],
+                )
+                .await
+                .map_err(fail)?;
+            let batch = match &from {
+                TailStart::Newest(n) => i32::try_from(n.saturating_add(1))
+                    .unwrap_or(i32::MAX)
+                    .min(1024),
+                TailStart::AtId(_) => 64,
+            };
+            let enough = |newest: &[(i64, Message)]| match &from {
+                TailStart::Newest(n) => newest.len() >= *n,
+                TailStart::AtId(wanted) => newest.last().is_some_and(|(_, m)| m.id == *wanted),
+            };
+            'tail: loop {
+                if enough(&newest) {
+                    reached = false;
+                    break;
+                }
+                let rows = tx.query_portal(&descending, batch).await.map_err(fail)?;
+                if rows.is_empty() {
+                    break;
+                }
+                for row in &rows {
+                    if enough(&newest) {
+                        reached = false;
+                        break 'tail;
+                    }
+                    tail_rows += 1;
+                    let (seq, line) = read(row)?;
+                    if let Some(message) =
+                        self.parse_row(&session, seq, line.as_deref(), &mut newest_warnings)
+                    {
+                        newest.push((seq, message));
+                    }
+                }
+            }
+        }
+        newest.reverse();
+        newest_warnings.reverse();
+        warnings.extend(newest_warnings);
+        let (seqs, mut after): (Vec<i64>, Vec<Message>) = newest.into_iter().unzip();
+        let (start, found) = crate::tail::start_in(&after, &from);
+        let skipped = match (head, seqs.get(start)) {
+            _ if reached => start as u64,
+            (Some(head), Some(&first)) => u64::try_from(first - head).unwrap_or(0),
+            // None of the rows after the system ones is wanted (`Newest(0)`).
+            (Some(head), None) => {
+                let end: i64 = tx
+                    .query_one(
+                        "SELECT COALESCE(MAX(seq) + 1, 0) FROM agent_host_messages WHERE session_id = $1",
+                        &[&meta.id],
+                    )
+                    .await
+                    .and_then(|row| row.try_get(0))
+                    .map_err(fail)?;
+                u64::try_from(end - head).unwrap_or(0)
+            }
+            (None, _) => 0,
+        };
+        tx.commit().await.map_err(fail)?;
+        if reached {
+            self.reconcile(&session, &mut meta, head_rows + tail_rows, &mut warnings);
+        }
+        Ok(Tail {
+            meta,
+            system,
+            messages: after.split_off(start),
+            skipped,
+            found,
+            warnings,
+        })
+    }
+
     /// The session and its rows (`None` for a line over the cap), read in
     /// one snapshot; parsed by the caller, off the runtime.
     async fn load(
@@ -717,41 +1083,43 @@ impl Inner {
             .map_err(fail)?;
         let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
         let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
-        let (total, rows) = match &page.agent {
-            None => (
-                tx.query_one("SELECT COUNT(*) FROM agent_host_sessions", &[])
-                    .await
-                    .map_err(fail)?,
-                tx.query(
-                    &format!(
-                        "SELECT {META_COLUMNS} FROM agent_host_sessions
-                         ORDER BY updated DESC, id LIMIT $1 OFFSET $2"
-                    ),
-                    &[&limit, &offset],
-                )
-                .await
-                .map_err(fail)?,
-            ),
-            Some(agent) => (
-                tx.query_one(
-                    "SELECT COUNT(*) FROM agent_host_sessions WHERE agent = $1",
-                    &[&agent.as_bytes()],
-                )
-                .await
-                .map_err(fail)?,
-                tx.query(
-                    &format!(
-                        "SELECT {META_COLUMNS} FROM agent_host_sessions WHERE agent = $1
-                         ORDER BY updated DESC, id LIMIT $2 OFFSET $3"
-                    ),
-                    &[&agent.as_bytes(), &limit, &offset],
-                )
-                .await
-                .map_err(fail)?,
-            ),
+        let agent = page.agent.as_deref().map(str::as_bytes);
+        let total = tx
+            .query_one(
+                "SELECT COUNT(*) FROM agent_host_sessions WHERE $1::bytea IS NULL OR agent = $1",
+                &[&agent],
+            )
+            .await
+            .map_err(fail)?;
+        // A keyset: `updated <= t` is a range of the `(updated DESC, id)`
+        // index, the rest cuts the ties.
+        let (after_time, after_id) = match page.after {
+            Some(PageCursor { updated, id }) => (Some(updated), Some(id)),
+            None => (None, None),
         };
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT {META_COLUMNS} FROM agent_host_sessions
+                     WHERE ($1::bytea IS NULL OR agent = $1)
+                       AND ($2::timestamptz IS NULL
+                            OR (updated <= $2 AND (updated < $2 OR id > $3::uuid)))
+                     ORDER BY updated DESC, id LIMIT $4 OFFSET $5"
+                ),
+                &[&agent, &after_time, &after_id, &limit, &offset],
+            )
+            .await
+            .map_err(fail)?;
         tx.commit().await.map_err(fail)?;
         let total: i64 = total.try_get(0).map_err(fail)?;
+        // The last row's position, even when its other columns do not read.
+        let next = match rows.last() {
+            Some(row) if rows.len() >= page.limit => match (row.try_get(7), row.try_get(0)) {
+                (Ok(updated), Ok(id)) => Some(PageCursor { updated, id }),
+                _ => None,
+            },
+            _ => None,
+        };
         let mut sessions = Vec::with_capacity(rows.len());
         let mut warnings = Vec::new();
         for row in rows {
@@ -769,6 +1137,7 @@ impl Inner {
             sessions,
             total: usize::try_from(total).unwrap_or(0),
             warnings,
+            next,
         })
     }
 
@@ -796,6 +1165,46 @@ impl Inner {
         self.update(&tx, &meta, action).await?;
         tx.commit().await.map_err(fail)?;
         Ok(meta)
+    }
+}
+
+/// The advisory lock key of a session's turns.
+fn lock_key(session: Uuid) -> i64 {
+    let (high, low) = session.as_u64_pair();
+    (high ^ low) as i64
+}
+
+/// A held turn lock: unlocked (on the store's runtime) when dropped; when
+/// the store is gone, its connection closes and the server releases it.
+struct HeldTurn {
+    client: Option<Client>,
+    key: i64,
+    inner: Arc<Inner>,
+    permit: Option<OwnedSemaphorePermit>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Drop for HeldTurn {
+    fn drop(&mut self) {
+        let (Some(client), Some(permit)) = (self.client.take(), self.permit.take()) else {
+            return;
+        };
+        let (key, inner) = (self.key, Arc::clone(&self.inner));
+        self.runtime.spawn(async move {
+            match client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .await
+            {
+                Ok(_) => inner
+                    .lock_idle
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(client),
+                // Closing the connection releases the lock.
+                Err(e) => tracing::debug!("a turn lock's connection dropped: {}", error_chain(&e)),
+            }
+            drop(permit);
+        });
     }
 }
 
@@ -967,35 +1376,15 @@ impl SessionStore for PostgresStore {
         let mut warnings = Vec::new();
         let total = rows.len() as u64;
         for (seq, line) in rows {
-            let line_no = usize::try_from(seq).unwrap_or(0).saturating_add(1);
-            let parsed = match line {
-                Some(line) => jsonl::parse_line(&line, line_no).map_err(|e| e.to_string()),
-                None => Err(format!("it is over {MAX_LINE_BYTES} bytes")),
-            };
-            match parsed {
-                Ok(message) => messages.push(message),
-                Err(e) => warnings.push(StoreWarning {
-                    path: self.inner.name.clone().into(),
-                    line: None,
-                    offset: None,
-                    detail: format!(
-                        "session {session}: message {seq} is not a valid message ({e}); skipped"
-                    ),
-                }),
+            if let Some(message) =
+                self.inner
+                    .parse_row(session, seq, line.as_deref(), &mut warnings)
+            {
+                messages.push(message);
             }
         }
-        if meta.message_count != total {
-            warnings.push(StoreWarning {
-                path: self.inner.name.clone().into(),
-                line: None,
-                offset: None,
-                detail: format!(
-                    "session {session}: the metadata counts {} messages, the database holds {total}",
-                    meta.message_count
-                ),
-            });
-            meta.message_count = total;
-        }
+        self.inner
+            .reconcile(session, &mut meta, total, &mut warnings);
         for warning in &warnings {
             tracing::warn!("{warning}");
         }
@@ -1006,6 +1395,58 @@ impl SessionStore for PostgresStore {
         })
     }
 
+    fn load_tail(&self, session: &SessionRef, from: TailStart) -> Result<Tail> {
+        let session = session.clone();
+        let tail = self.run(move |db| db.load_tail(session, from))?;
+        for warning in &tail.warnings {
+            tracing::warn!("{warning}");
+        }
+        Ok(tail)
+    }
+
+    fn announce(&self, payload: &str) -> Result<()> {
+        if payload.len() > crate::MAX_NOTICE_BYTES {
+            return Err(StoreError::Invalid {
+                what: "announcement",
+                value: payload.chars().take(64).collect(),
+                reason: format!(
+                    "it is {} bytes; at most {} fit",
+                    payload.len(),
+                    crate::MAX_NOTICE_BYTES
+                ),
+            });
+        }
+        let queue = self.inner.announcer.get_or_init(|| {
+            let (send, receive) = tokio::sync::mpsc::channel(NOTICE_BACKLOG);
+            self.runtime
+                .as_ref()
+                .expect("the runtime lives as long as the store")
+                .spawn(Arc::clone(&self.inner).announce(receive));
+            send
+        });
+        queue
+            .try_send(payload.to_owned())
+            .map_err(|e| StoreError::Backend {
+                context: format!("cannot announce an event to {}", self.inner.name),
+                source: format!("{NOTICE_BACKLOG} announcements are waiting to be sent ({e})")
+                    .into(),
+            })
+    }
+
+    fn notifications(&self) -> Option<tokio::sync::mpsc::Receiver<Notice>> {
+        let (send, receive) = tokio::sync::mpsc::channel(NOTICE_BACKLOG);
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the store")
+            .spawn(Arc::clone(&self.inner).listen(send));
+        Some(receive)
+    }
+
+    fn turn_lock(&self, session: Uuid) -> Result<Option<TurnLock>> {
+        let held = self.run(move |db| db.lock_turn(session))?;
+        Ok(Some(TurnLock::new(held)))
+    }
+
     fn list(&self, page: &PageRequest) -> Result<SessionPage> {
         page.validate()?;
         let page = page.clone();
@@ -1013,13 +1454,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn scan(&self) -> Result<SessionPage> {
-        self.run(move |db| {
-            db.select_page(PageRequest {
-                offset: 0,
-                limit: i64::MAX as usize,
-                agent: None,
-            })
-        })
+        self.run(move |db| db.select_page(PageRequest::first(i64::MAX as usize)))
     }
 
     fn rename(&self, session: &SessionRef, title: Option<&str>) -> Result<SessionMeta> {

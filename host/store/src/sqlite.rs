@@ -53,8 +53,9 @@ use uuid::Uuid;
 
 use super::tail::start_in;
 use super::{
-    History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
-    SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, idle_cutoff, leads,
+    History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, idle_cutoff,
+    leads,
 };
 
 /// The schema version this build writes, kept in `PRAGMA user_version`.
@@ -142,40 +143,61 @@ impl SqliteStore {
         let tx = conn.transaction().map_err(fail)?;
         let offset = i64::try_from(page.offset).unwrap_or(i64::MAX);
         let limit = i64::try_from(page.limit).unwrap_or(i64::MAX);
-        let (total, raws): (i64, Vec<RawMeta>) = match &page.agent {
-            None => {
-                let total = tx
-                    .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
-                    .map_err(fail)?;
-                let raws = tx
-                    .prepare_cached(&format!(
-                        "SELECT {META_COLUMNS} FROM sessions ORDER BY updated DESC, id LIMIT ?1 OFFSET ?2"
-                    ))
-                    .and_then(|mut s| s.query_map(params![limit, offset], RawMeta::of)?.collect())
-                    .map_err(fail)?;
-                (total, raws)
-            }
-            Some(agent) => {
-                let total = tx
-                    .query_row(
-                        "SELECT COUNT(*) FROM sessions WHERE agent = ?1",
-                        [agent],
-                        |r| r.get(0),
-                    )
-                    .map_err(fail)?;
-                let raws = tx
-                    .prepare_cached(&format!(
-                        "SELECT {META_COLUMNS} FROM sessions WHERE agent = ?1
-                         ORDER BY updated DESC, id LIMIT ?2 OFFSET ?3"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_map(params![agent, limit, offset], RawMeta::of)?
-                            .collect()
-                    })
-                    .map_err(fail)?;
-                (total, raws)
-            }
+        // The filters, as SQL and its parameters: the agent's, and the
+        // keyset position (`updated` is stored so that text order is time
+        // order, ids lower-case, so text order is id order).
+        let mut filters: Vec<String> = Vec::new();
+        let mut values: Vec<String> = Vec::new();
+        if let Some(agent) = &page.agent {
+            values.push(agent.clone());
+            filters.push(format!("agent = ?{}", values.len()));
+        }
+        if let Some(after) = &page.after {
+            values.push(time(after.updated));
+            let t = values.len();
+            values.push(after.id.to_string());
+            filters.push(format!(
+                "(updated < ?{t} OR (updated = ?{t} AND id > ?{}))",
+                values.len()
+            ));
+        }
+        let count_where = match &page.agent {
+            Some(_) => " WHERE agent = ?1",
+            None => "",
         };
+        let page_where = if filters.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", filters.join(" AND "))
+        };
+        let total: i64 = tx
+            .prepare_cached(&format!("SELECT COUNT(*) FROM sessions{count_where}"))
+            .and_then(|mut s| {
+                s.query_row(
+                    rusqlite::params_from_iter(
+                        values.iter().take(usize::from(page.agent.is_some())),
+                    ),
+                    |r| r.get(0),
+                )
+            })
+            .map_err(fail)?;
+        let n = values.len();
+        let raws: Vec<RawMeta> = tx
+            .prepare_cached(&format!(
+                "SELECT {META_COLUMNS} FROM sessions{page_where}
+                 ORDER BY updated DESC, id LIMIT ?{} OFFSET ?{}",
+                n + 1,
+                n + 2
+            ))
+            .and_then(|mut s| {
+                let mut params: Vec<&dyn rusqlite::ToSql> =
+                    values.iter().map(|v| v as &dyn rusqlite::ToSql).collect();
+                params.push(&limit);
+                params.push(&offset);
+                s.query_map(params.as_slice(), RawMeta::of)?.collect()
+            })
+            .map_err(fail)?;
+        let full = raws.len() >= page.limit;
         tx.commit().map_err(fail)?;
         let mut sessions = Vec::with_capacity(raws.len());
         let mut warnings = Vec::new();
@@ -191,10 +213,16 @@ impl SqliteStore {
                 }),
             }
         }
+        let next = if full {
+            sessions.last().map(PageCursor::of)
+        } else {
+            None
+        };
         Ok(SessionPage {
             sessions,
             total: usize::try_from(total).unwrap_or(0),
             warnings,
+            next,
         })
     }
 
@@ -705,11 +733,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn scan(&self) -> Result<SessionPage> {
-        self.select_page(&PageRequest {
-            offset: 0,
-            limit: i64::MAX as usize,
-            agent: None,
-        })
+        self.select_page(&PageRequest::first(i64::MAX as usize))
     }
 
     fn rename(&self, session: &SessionRef, title: Option<&str>) -> Result<SessionMeta> {

@@ -218,6 +218,7 @@ pub mod contract {
         for offset in [0, 3, 6] {
             let page = store
                 .list(&PageRequest {
+                    after: None,
                     offset,
                     limit: 3,
                     agent: None,
@@ -231,6 +232,7 @@ pub mod contract {
         let listed = store.list(&PageRequest::first(MAX_PAGE_LIMIT)).unwrap();
         assert_eq!(listed.sessions[0].message_count, 3);
         let beyond = PageRequest {
+            after: None,
             offset: 7,
             ..PageRequest::first(5)
         };
@@ -261,6 +263,68 @@ pub mod contract {
         assert_eq!(all.total, 7);
         let scanned: Vec<_> = all.sessions.into_iter().map(|m| m.key.unwrap()).collect();
         assert_eq!(scanned, expected);
+    }
+
+    pub fn paging_by_keyset(store: &dyn SessionStore, clock: &TestClock) {
+        for i in 0..7 {
+            clock.advance(1);
+            let agent = if i % 2 == 0 { "even" } else { "odd" };
+            store
+                .create(&NewSession::new(agent).with_key(format!("k{i}")))
+                .unwrap();
+        }
+        // Two sessions updated at the same instant: the tie is cut by id.
+        store.create(&keyed("tie-a")).unwrap();
+        store.create(&keyed("tie-b")).unwrap();
+        let order: Vec<String> = store
+            .scan()
+            .unwrap()
+            .sessions
+            .into_iter()
+            .map(|m| m.key.unwrap())
+            .collect();
+        assert_eq!(order.len(), 9);
+
+        // Sessions created while paging go to the front: neither seen nor
+        // shifting what follows, as an offset would.
+        let mut seen = Vec::new();
+        let mut page = store.list(&PageRequest::first(2)).unwrap();
+        loop {
+            assert!(page.sessions.len() <= 2);
+            seen.extend(page.sessions.iter().map(|m| m.key.clone().unwrap()));
+            let Some(next) = page.next else { break };
+            clock.advance(1);
+            store
+                .create(&keyed(&format!("late{}", seen.len())))
+                .unwrap();
+            page = store.list(&PageRequest::after(next, 2)).unwrap();
+            assert!(page.warnings.is_empty());
+        }
+        assert_eq!(seen, order);
+        assert_eq!(page.total, 9 + 4, "the total counts every session");
+
+        // With an agent filter, and an offset from the cursor.
+        let odd = store
+            .list(&PageRequest {
+                agent: Some("odd".into()),
+                ..PageRequest::first(1)
+            })
+            .unwrap();
+        assert_eq!(odd.sessions[0].key.as_deref(), Some("k5"));
+        let rest = store
+            .list(&PageRequest {
+                agent: Some("odd".into()),
+                offset: 1,
+                ..PageRequest::after(odd.next.unwrap(), 10)
+            })
+            .unwrap();
+        let keys: Vec<_> = rest
+            .sessions
+            .iter()
+            .map(|m| m.key.as_deref().unwrap())
+            .collect();
+        assert_eq!(keys, ["k1"]);
+        assert_eq!((rest.total, rest.next), (3, None));
     }
 
     pub fn rename_sets_and_removes_the_title(store: &dyn SessionStore, clock: &TestClock) {
@@ -836,6 +900,7 @@ macro_rules! store_contract_tests {
                 round_trip,
                 get_or_create_opens_what_exists,
                 paging_newest_first,
+                paging_by_keyset,
                 rename_sets_and_removes_the_title,
                 delete_removes_everything,
                 clear_keeps_the_session,

@@ -377,3 +377,73 @@ fn migrate_copies_file_to_sqlite_to_postgres_to_file_verified_and_resumable() {
     let err = migrate::copy_all(&clash, &sqlite, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("holds another session"), "{err}");
 }
+
+#[test]
+fn announcements_reach_every_instance_in_order() {
+    let Some(url) = fresh() else { return };
+    let (a, b) = (
+        PostgresStore::open(&url).unwrap(),
+        PostgresStore::open(&url).unwrap(),
+    );
+    let mut heard = b.notifications().expect("PostgreSQL has notifications");
+    let mut own = a.notifications().unwrap();
+    // The listeners are up once an announcement made after them arrives.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let first = loop {
+        a.announce("hello").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Ok(notice) = heard.try_recv() {
+            break notice;
+        }
+        assert!(std::time::Instant::now() < deadline, "no notice arrived");
+    };
+    assert_eq!(first, agent_host_store::Notice::Message("hello".into()));
+    while heard.try_recv().is_ok() {}
+    for n in 0..50 {
+        a.announce(&format!("n{n}")).unwrap();
+    }
+    let got: Vec<_> = (0..50).map(|_| heard.blocking_recv().unwrap()).collect();
+    let want: Vec<_> = (0..50)
+        .map(|n| agent_host_store::Notice::Message(format!("n{n}")))
+        .collect();
+    assert_eq!(got, want);
+    // The announcer hears itself too.
+    assert!(own.blocking_recv().is_some());
+    // Over the cap is refused, saying so.
+    let err = a.announce(&"x".repeat(8000)).unwrap_err();
+    assert!(err.to_string().contains("at most 7900"), "{err}");
+}
+
+#[test]
+fn a_turn_lock_excludes_other_instances_until_dropped() {
+    let Some(url) = fresh() else { return };
+    let a = PostgresStore::open(&url).unwrap();
+    let b = Arc::new(PostgresStore::open(&url).unwrap());
+    let id = uuid::Uuid::new_v4();
+    let held = a.turn_lock(id).unwrap().expect("PostgreSQL has turn locks");
+    // Another session's lock is free.
+    drop(b.turn_lock(uuid::Uuid::new_v4()).unwrap());
+    let (sent, taken) = std::sync::mpsc::channel();
+    let waiter = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || {
+            let lock = b.turn_lock(id).unwrap();
+            sent.send(std::time::Instant::now()).unwrap();
+            drop(lock);
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(taken.try_recv().is_err(), "the lock was taken while held");
+    let released = std::time::Instant::now();
+    drop(held);
+    let at = taken
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("taken once released");
+    assert!(at >= released);
+    waiter.join().unwrap();
+    // Dropping a store that holds a lock releases it (its connection closes).
+    let c = PostgresStore::open(&url).unwrap();
+    let _kept = c.turn_lock(id).unwrap();
+    drop(c);
+    drop(b.turn_lock(id).unwrap());
+}

@@ -1,4 +1,5 @@
-//! `SessionStore::load_tail` in both backends and in the trait's default:
+//! `SessionStore::load_tail` in every backend (PostgreSQL when a server
+//! can be started) and in the trait's default:
 //! the tail always equals the same slice of a whole load, the pipeline sees
 //! in it what it sees in the whole log, and a damaged log is treated as a
 //! load treats it, with the part not read left unread.
@@ -18,6 +19,18 @@ use tempfile::TempDir;
 
 /// A store of each backend, and the trait's default over the file store.
 fn backends(dir: &Path) -> Vec<(&'static str, Box<dyn SessionStore>)> {
+    let mut all = every_file_backend(dir);
+    #[cfg(unix)]
+    if let Some(server) = agent_host_store::testing::postgres_server::server() {
+        all.push((
+            "postgres",
+            Box::new(agent_host_store::PostgresStore::open(&server.fresh_url()).unwrap()),
+        ));
+    }
+    all
+}
+
+fn every_file_backend(dir: &Path) -> Vec<(&'static str, Box<dyn SessionStore>)> {
     vec![
         (
             "file",
@@ -583,4 +596,36 @@ fn a_malformed_row_among_those_read_is_reported_as_load_reports_it() {
     assert_eq!(ids(&tail.messages), ["m196", "m198", "m199"]);
     assert_eq!(tail.warnings, history.warnings[1..], "row 100 is not read");
     assert_eq!(tail.skipped, 196);
+}
+
+/// The same for PostgreSQL: a row an attacker wrote among those read is a
+/// warning, one outside them is not read; a row over the line cap is
+/// never transferred.
+#[cfg(unix)]
+#[test]
+fn a_malformed_postgres_row_among_those_read_is_reported_as_load_reports_it() {
+    use agent_host_store::testing::postgres_server;
+    let Some(server) = postgres_server::server() else {
+        return;
+    };
+    let url = server.fresh_url();
+    let store = agent_host_store::PostgresStore::open(&url).unwrap();
+    let mut log = vec![message(Role::System, "prompt")];
+    log.extend(numbered(0..200));
+    let session = session_with(&store, &log, 50);
+    postgres_server::execute(
+        &url,
+        "UPDATE agent_host_messages SET line = 'garbage' WHERE seq IN (100, 198)",
+    );
+    let history = store.load(&session).unwrap();
+    assert_eq!(history.warnings.len(), 2);
+    let tail = store.load_tail(&session, TailStart::Newest(3)).unwrap();
+    assert_eq!(ids(&tail.messages), ["m196", "m198", "m199"]);
+    assert_eq!(tail.warnings, history.warnings[1..], "row 100 is not read");
+    assert_eq!(tail.skipped, 196);
+    // A count the rows contradict is reconciled when the tail reads them all.
+    postgres_server::execute(&url, "UPDATE agent_host_sessions SET message_count = 7");
+    let all = store.load_tail(&session, TailStart::Newest(1000)).unwrap();
+    assert_eq!(all.meta.message_count, 201);
+    assert!(all.warnings.iter().any(|w| w.detail.contains("counts 7")));
 }

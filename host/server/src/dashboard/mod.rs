@@ -303,6 +303,7 @@ async fn clear(State(state): State<Shared>, Path(id): Path<String>) -> PageResul
     let hot = state.hot.get(id);
     // No turn is half-way through the session while it is cleared.
     let _turn = hot.turn.lock().await;
+    let _shared = crate::routes::shared_turn(&state, id).await?;
     let store = state.engine.store().clone();
     let meta = tokio::task::spawn_blocking(move || store.clear(&SessionRef::Id(id))).await??;
     crate::observe::cleared(&state, &meta);

@@ -333,6 +333,7 @@ fn list(args: &ListArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
     let offset = usize::try_from(args.page - 1)?.saturating_mul(per_page);
     let page = match open_existing(spec)? {
         Some(store) => store.list(&PageRequest {
+            after: None,
             offset,
             limit: per_page,
             agent: args.agent.clone(),
@@ -664,6 +665,7 @@ fn all_sessions(store: &dyn SessionStore) -> Result<Vec<SessionMeta>> {
     let mut all = Vec::new();
     loop {
         let page = store.list(&PageRequest {
+            after: None,
             offset: all.len(),
             limit: MAX_PAGE_LIMIT,
             agent: None,
