@@ -14,6 +14,7 @@ use std::time::Duration;
 use agent_host_engine::{Engine, EngineConfig};
 use agent_host_server::{Scope, Server, ServerConfig, Tokens};
 use agent_host_store::{FileStore, SessionStore};
+use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
@@ -112,9 +113,9 @@ async fn server(dir: &std::path::Path) -> String {
     base
 }
 
-async fn api(http: &reqwest::Client, method: reqwest::Method, url: String, body: Value) -> Value {
+async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
     let reply = http
-        .request(method, url)
+        .post(url)
         .bearer_auth(TOKEN)
         .json(&body)
         .send()
@@ -122,6 +123,43 @@ async fn api(http: &reqwest::Client, method: reqwest::Method, url: String, body:
         .unwrap();
     assert!(reply.status().is_success(), "{}", reply.status());
     reply.json().await.unwrap()
+}
+
+/// The element `css` finds, waiting up to 15 s for it to appear.
+async fn wait_for(client: &Client, locator: Locator<'_>) -> Element {
+    client
+        .wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{locator:?} did not appear: {e}"))
+}
+
+async fn type_in(client: &Client, css: &str, text: &str) {
+    let field = wait_for(client, Locator::Css(css)).await;
+    field.clear().await.unwrap();
+    field.send_keys(text).await.unwrap();
+}
+
+async fn click(client: &Client, css: &str) {
+    wait_for(client, Locator::Css(css))
+        .await
+        .click()
+        .await
+        .unwrap();
+}
+
+async fn text_of(client: &Client, css: &str) -> String {
+    wait_for(client, Locator::Css(css))
+        .await
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn sign_in(client: &Client, token: &str) {
+    type_in(client, "input[name=token]", token).await;
+    click(client, "form[action='/login'] button").await;
 }
 
 /// A coding session long enough to summarize.
@@ -146,126 +184,52 @@ async fn the_dashboard_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let base = server(dir.path()).await;
     let http = reqwest::Client::new();
-    let post = reqwest::Method::POST;
 
     // Three sessions; one with a summary checkpoint.
     let mut ids = Vec::new();
     for key in ["alpha", "beta", "gamma"] {
-        let made = api(
-            &http,
-            post.clone(),
-            format!("{base}/v1/sessions"),
-            json!({"key": key, "title": format!("Session {key}")}),
-        )
-        .await;
+        let body = json!({"key": key, "title": format!("Session {key}")});
+        let made = post(&http, format!("{base}/v1/sessions"), body).await;
         ids.push(made["id"].as_str().unwrap().to_owned());
     }
-    let long = &ids[0];
-    api(
+    let (long, beta) = (&ids[0], &ids[1]);
+    let messages = format!("{base}/v1/sessions/{long}/messages");
+    post(&http, messages.clone(), turns(12)).await;
+    let summary = post(
         &http,
-        post.clone(),
-        format!("{base}/v1/sessions/{long}/messages"),
-        turns(12),
-    )
-    .await;
-    let summarized = api(
-        &http,
-        post.clone(),
         format!("{base}/v1/sessions/{long}/summarize"),
         json!({}),
     )
     .await;
-    assert_eq!(summarized["session"]["checkpoints"], 1, "{summarized}");
-    api(
-        &http,
-        post.clone(),
-        format!("{base}/v1/sessions/{long}/messages"),
-        turns(2),
-    )
-    .await;
+    assert_eq!(summary["session"]["checkpoints"], 1, "{summary}");
+    post(&http, messages.clone(), turns(2)).await;
 
     // Without a token, a page asks to sign in; a wrong token is refused.
     client.goto(&format!("{base}/")).await.unwrap();
-    let url = client.current_url().await.unwrap();
-    assert_eq!(url.path(), "/login", "{url}");
-    client
-        .find(Locator::Css("input[name=token]"))
-        .await
-        .unwrap()
-        .send_keys("not-the-token-at-all")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form[action='/login'] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let alert = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("[role=alert]"))
-        .await
-        .unwrap();
+    assert_eq!(client.current_url().await.unwrap().path(), "/login");
+    sign_in(&client, "not-the-token-at-all").await;
     assert!(
-        alert
-            .text()
+        text_of(&client, "[role=alert]")
             .await
-            .unwrap()
             .contains("not one this server accepts")
     );
-    client
-        .find(Locator::Css("input[name=token]"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form[action='/login'] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    sign_in(&client, TOKEN).await;
 
-    // The list: every session, newest first, with context meters filled in.
-    let table = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#sessions table"))
-        .await
-        .unwrap();
-    let text = table.text().await.unwrap();
+    // The list: every session, with context meters filled in.
+    let text = text_of(&client, "#sessions table").await;
     for key in ["alpha", "beta", "gamma"] {
         assert!(text.contains(&format!("Session {key}")), "{text}");
     }
-    client
-        .wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::XPath(
-            "//div[contains(@class,'meter')]//small[contains(., 'tokens')]",
-        ))
-        .await
-        .expect("the context meters fill in");
+    wait_for(
+        &client,
+        Locator::XPath("//div[contains(@class,'meter')]//small[contains(., 'tokens')]"),
+    )
+    .await;
     shot(&client, "1-sessions").await;
 
     // Search narrows the list.
-    client
-        .find(Locator::Css("input[name=q]"))
-        .await
-        .unwrap()
-        .send_keys("gam")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form.filters button.primary"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_in(&client, "input[name=q]", "gam").await;
+    click(&client, "form.filters button.primary").await;
     let mut rows = 0;
     for _ in 0..100 {
         let url = client.current_url().await.unwrap();
@@ -286,12 +250,7 @@ async fn the_dashboard_in_a_real_browser() {
         .goto(&format!("{base}/sessions/{long}"))
         .await
         .unwrap();
-    let zones = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css(".zones"))
-        .await
-        .unwrap();
+    let zones = wait_for(&client, Locator::Css(".zones")).await;
     assert!(
         zones
             .attr("aria-label")
@@ -300,8 +259,8 @@ async fn the_dashboard_in_a_real_browser() {
             .unwrap()
             .contains("tokens")
     );
-    client.find(Locator::Css(".chart svg")).await.unwrap();
-    let marker = client.find(Locator::Css("li.checkpoint")).await.unwrap();
+    wait_for(&client, Locator::Css(".chart svg")).await;
+    let marker = wait_for(&client, Locator::Css("li.checkpoint")).await;
     let marker_text = marker.text().await.unwrap();
     assert!(
         marker_text.contains("summarized into") && marker_text.contains("tokens freed"),
@@ -315,150 +274,77 @@ async fn the_dashboard_in_a_real_browser() {
         .click()
         .await
         .unwrap();
-    let opened = marker
-        .find(Locator::Css("details .text"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(!opened.trim().is_empty());
+    let opened = marker.find(Locator::Css("details .text")).await.unwrap();
+    assert!(!opened.text().await.unwrap().trim().is_empty());
     shot(&client, "2-session").await;
 
     // Rename through the form.
-    let title = client
-        .find(Locator::Css("input[name=title]"))
-        .await
-        .unwrap();
-    title.clear().await.unwrap();
-    title
-        .send_keys("Renamed <b>in the browser</b>")
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form[action$='/rename'] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let h1 = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::XPath("//h1[contains(., 'Renamed')]"))
-        .await
-        .unwrap();
+    type_in(
+        &client,
+        "input[name=title]",
+        "Renamed <b>in the browser</b>",
+    )
+    .await;
+    click(&client, "form[action$='/rename'] button").await;
+    let h1 = wait_for(&client, Locator::XPath("//h1[contains(., 'Renamed')]")).await;
     assert_eq!(
         h1.text().await.unwrap(),
         "Renamed <b>in the browser</b>",
         "escaped, not markup"
     );
-    let meta = http
+    let meta: Value = http
         .get(format!("{base}/v1/sessions/{long}"))
         .bearer_auth(TOKEN)
         .send()
         .await
         .unwrap()
-        .json::<Value>()
+        .json()
         .await
         .unwrap();
     assert_eq!(meta["title"], "Renamed <b>in the browser</b>");
 
     // A new message arrives live, without a reload.
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::XPath("//*[@id='live' and contains(., 'live')]"))
-        .await
-        .expect("the page follows the events");
-    api(&http, post.clone(), format!("{base}/v1/sessions/{long}/messages"), json!({"messages": [{"role": "user", "content": "A message that arrives live"}], "format": "openai"})).await;
-    client
-        .wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::XPath(
+    wait_for(
+        &client,
+        Locator::XPath("//*[@id='live' and contains(., 'live')]"),
+    )
+    .await;
+    let live = json!({"messages": [{"role": "user", "content": "A message that arrives live"}], "format": "openai"});
+    post(&http, messages.clone(), live).await;
+    wait_for(
+        &client,
+        Locator::XPath(
             "//ol[contains(@class,'timeline')]//div[contains(., 'A message that arrives live')]",
-        ))
-        .await
-        .expect("the new message shows without a reload");
+        ),
+    )
+    .await;
     shot(&client, "3-live").await;
 
     // Deleting needs the admin scope: a writer gets a page saying so.
-    let beta = &ids[1];
     client
         .goto(&format!("{base}/sessions/{beta}/delete"))
         .await
         .unwrap();
-    let h1 = client
-        .find(Locator::Css("h1"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert_eq!(h1, "Error 403");
+    assert_eq!(text_of(&client, "h1").await, "Error 403");
     // Signed in as an admin, it asks first, then deletes.
     client.goto(&format!("{base}/")).await.unwrap();
-    client
-        .find(Locator::Css("button[formaction='/logout']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("input[name=token]"))
-        .await
-        .unwrap();
+    click(&client, "button[formaction='/logout']").await;
+    wait_for(&client, Locator::Css("input[name=token]")).await;
     client
         .goto(&format!("{base}/sessions/{beta}/delete"))
         .await
         .unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("input[name=token]"))
-        .await
-        .unwrap()
-        .send_keys(ADMIN)
-        .await
-        .unwrap();
-    client
-        .find(Locator::Css("form[action='/login'] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let question = client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::XPath("//h1[contains(., 'Delete this session')]"))
-        .await
-        .unwrap();
+    sign_in(&client, ADMIN).await;
+    let question = wait_for(
+        &client,
+        Locator::XPath("//h1[contains(., 'Delete this session')]"),
+    )
+    .await;
     assert!(question.text().await.unwrap().ends_with('?'));
     shot(&client, "4-confirm-delete").await;
-    client
-        .find(Locator::Css("form[action$='/delete'] button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#sessions table"))
-        .await
-        .unwrap();
-    let text = client
-        .find(Locator::Css("#sessions"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    click(&client, "form[action$='/delete'] button").await;
+    wait_for(&client, Locator::Css("#sessions table")).await;
+    let text = text_of(&client, "#sessions").await;
     assert!(
         !text.contains("Session beta") && text.contains("Session gamma"),
         "{text}"
@@ -473,24 +359,12 @@ async fn the_dashboard_in_a_real_browser() {
 
     // The processors page.
     client.goto(&format!("{base}/processors")).await.unwrap();
-    let text = client
-        .find(Locator::Css("main"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(text.contains("Recent calls"), "{text}");
+    assert!(text_of(&client, "main").await.contains("Recent calls"));
 
     // Phone width.
     client.set_window_size(390, 844).await.unwrap();
     client.goto(&format!("{base}/")).await.unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(Locator::Css("#sessions table"))
-        .await
-        .unwrap();
+    wait_for(&client, Locator::Css("#sessions table")).await;
     shot(&client, "5-phone").await;
 
     client.close().await.unwrap();

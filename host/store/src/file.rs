@@ -1094,13 +1094,7 @@ impl SessionStore for FileStore {
     /// then the times and checkpoints written with the metadata. A copier
     /// that is interrupted finds the session short, and copies it again.
     fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta> {
-        let new = NewSession {
-            agent: meta.agent.clone(),
-            key: meta.key.clone(),
-            title: meta.title.clone(),
-            worker_id: meta.worker_id.clone(),
-            workspace_id: meta.workspace_id.clone(),
-        };
+        let new = NewSession::from(meta);
         new.validate()?;
         if self.locate(&meta.reference())?.is_some() {
             return Err(StoreError::AlreadyExists(meta.reference()));

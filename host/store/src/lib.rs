@@ -139,6 +139,20 @@ pub struct NewSession {
     pub workspace_id: Option<String>,
 }
 
+impl From<&SessionMeta> for NewSession {
+    /// The names of a session as `meta` holds them (to create it again
+    /// elsewhere: `import`).
+    fn from(meta: &SessionMeta) -> Self {
+        NewSession {
+            agent: meta.agent.clone(),
+            key: meta.key.clone(),
+            title: meta.title.clone(),
+            worker_id: meta.worker_id.clone(),
+            workspace_id: meta.workspace_id.clone(),
+        }
+    }
+}
+
 impl NewSession {
     /// A session of `agent`, with no key and no title.
     pub fn new(agent: impl Into<String>) -> Self {

@@ -1307,13 +1307,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta> {
-        let new = NewSession {
-            agent: meta.agent.clone(),
-            key: meta.key.clone(),
-            title: meta.title.clone(),
-            worker_id: meta.worker_id.clone(),
-            workspace_id: meta.workspace_id.clone(),
-        };
+        let new = NewSession::from(meta);
         new.validate()?;
         let lines = Self::lines(&meta.reference(), messages)?;
         let mut meta = meta.clone();

@@ -535,13 +535,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta> {
-        let new = NewSession {
-            agent: meta.agent.clone(),
-            key: meta.key.clone(),
-            title: meta.title.clone(),
-            worker_id: meta.worker_id.clone(),
-            workspace_id: meta.workspace_id.clone(),
-        };
+        let new = NewSession::from(meta);
         new.validate()?;
         let session = meta.reference();
         let action = "cannot import into";
