@@ -25,7 +25,7 @@ pub struct Loaded {
 /// detected one, within `limits`.
 ///
 /// A read failure is an I/O error with the path; a parse failure keeps the
-/// [`FormatError`] (with its line, message and field, and the limit when it
+/// [`FormatError`](agent_host_core::format::FormatError) (with its line, message and field, and the limit when it
 /// is one) in the error chain, so callers can tell bad input from other
 /// failures.
 ///
