@@ -19,7 +19,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::budget::{BudgetConfig, ViewTokens, pack, split_log};
+use crate::budget::{BudgetConfig, LogSplit, Tail, ViewTokens, pack, split_log};
 use crate::compact::{self, NoPlan, SummaryConfig, Trigger, TriggerDistance};
 use crate::doom_loop::{self, DoomLoop, DoomLoopConfig};
 use crate::message::{Message, Role};
@@ -179,6 +179,25 @@ pub fn compact(
     summarizer: Option<&dyn Summarizer>,
     now: DateTime<Utc>,
 ) -> Compaction {
+    compact_partial(log, 0, checkpoint, config, counter, summarizer, now)
+}
+
+/// [`compact`] over a log some of whose messages since the checkpoint are
+/// not given: `hidden` of them lie before the messages `log` holds after its
+/// system prompt and checkpoint pair ([`crate::window::LogWindow`] keeps such
+/// a log). They only count towards the number of messages since the
+/// checkpoint, which is right when the pipeline stops reading before them
+/// (the caller makes sure of it) and no summary is made (it would cover
+/// them).
+pub(crate) fn compact_partial(
+    log: &[Message],
+    hidden: usize,
+    checkpoint: Option<&Checkpoint>,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    now: DateTime<Utc>,
+) -> Compaction {
     let split = split_log(log, checkpoint);
     let system: Vec<Message> = log[..split.system_end].to_vec();
     let mut summary: Vec<Message> = split
@@ -191,9 +210,12 @@ pub fn compact(
     // The messages since the checkpoint, read from the end only as far as a
     // threshold can depend on: a turn costs what the new messages cost, not
     // what the whole log costs.
-    let cap = token_cap(config, available);
-    let tail = split.tail(log, cap.saturating_sub(fixed_tokens), 0, counter);
-    let messages_since_summary = tail.since_checkpoint;
+    let tail = history_tail(log, &split, config, counter);
+    debug_assert!(
+        hidden == 0 || (tail.stopped && summarizer.is_none()),
+        "hidden messages the pipeline would have read"
+    );
+    let messages_since_summary = tail.since_checkpoint + hidden;
     let tokens_since_summary = fixed_tokens + tail.tokens;
     // A summary needs every message since the checkpoint; otherwise only the
     // window can reach the view.
@@ -209,10 +231,12 @@ pub fn compact(
                     .is_some()
         });
     let from = if summarizing { split.start } else { tail.start };
-    let mut messages: Vec<Message> = (from..log.len())
-        .filter(|&i| split.is_candidate(i, &log[i]))
-        .map(|i| log[i].clone())
-        .collect();
+    let mut messages: Vec<Message> = Vec::with_capacity(log.len().saturating_sub(from));
+    messages.extend(
+        (from..log.len())
+            .filter(|&i| split.is_candidate(i, &log[i]))
+            .map(|i| log[i].clone()),
+    );
     let loaded = messages.len();
 
     let mut repairs = Vec::new();
@@ -320,7 +344,7 @@ pub fn compact(
     let summary_cut = cap_summary(&mut summary, &system, &config.budget, counter);
 
     // Pack newest to oldest; what does not fit leaves the view (not the log).
-    let left_out = {
+    let packed_out = {
         let system_refs: Vec<&Message> = system.iter().collect();
         let summary_refs: Vec<&Message> = summary.iter().collect();
         let candidate_refs: Vec<&Message> = messages.iter().collect();
@@ -334,9 +358,8 @@ pub fn compact(
         .tokens
         .left_out
     };
-    messages.drain(..left_out);
     // Messages before the window never reached the view either.
-    let left_out = left_out
+    let left_out = packed_out
         + if summarizing {
             0
         } else {
@@ -344,8 +367,11 @@ pub fn compact(
         };
     let (system_len, summary_len) = (system.len(), summary.len());
     let mut view = system;
+    view.reserve(summary.len() + messages.len() - packed_out);
     view.append(&mut summary);
-    view.append(&mut messages);
+    // The packed messages move once, straight into the view.
+    view.extend(messages.drain(packed_out..));
+    drop(messages);
 
     let truncations = match &config.truncate {
         Some(c) => {
@@ -486,6 +512,25 @@ fn covered_log_ids(log: &[Message], messages: &[Message], span: usize) -> Vec<St
         .collect();
     covered.sort_unstable();
     covered.into_iter().map(|(_, id)| id.to_owned()).collect()
+}
+
+/// The messages since the checkpoint that the pipeline reads of `log`
+/// (split as `split`), from the end back as far as [`token_cap`] asks,
+/// the system prompt and summary counted in.
+pub(crate) fn history_tail(
+    log: &[Message],
+    split: &LogSplit,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+) -> Tail {
+    let tokens = |m: &Message| u64::from(m.tokens(counter));
+    let fixed = log[..split.system_end].iter().map(tokens).sum::<u64>()
+        + split
+            .summary
+            .map_or(0, |(b, s)| tokens(&log[b]) + tokens(&log[s]));
+    let available = u64::from(config.budget.available().max(1));
+    let cap = token_cap(config, available);
+    split.tail(log, cap.saturating_sub(fixed), 0, counter)
 }
 
 /// The most tokens of history any decision needs to see: beyond this, every

@@ -3,7 +3,8 @@
 //! - the packed view never exceeds the budget except by the
 //!   `min_recent_messages` rule;
 //! - repair is idempotent;
-//! - checkpoints never lose a message id from the log.
+//! - checkpoints never lose a message id from the log;
+//! - a [`LogWindow`] kept over appends reports what the whole log does.
 
 use agent_host_core::budget::{BudgetConfig, build_view};
 use agent_host_core::compact::SummaryConfig;
@@ -13,9 +14,11 @@ use agent_host_core::repair::repair;
 use agent_host_core::summarize::{Summarizer, SummaryError, SummaryRequest};
 use agent_host_core::truncate::{TruncateConfig, truncate};
 use agent_host_core::validate::validate;
+use agent_host_core::window::LogWindow;
 use agent_host_core::{HeuristicCounter, Message, Role};
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
+use std::sync::Arc;
 
 /// One step of an assistant: text, or calls with their results of given sizes.
 #[derive(Clone, Debug)]
@@ -223,5 +226,67 @@ proptest! {
         rebuilt.extend(&originals[covered.len()..covered.len() + left_out]);
         rebuilt.extend(&recent);
         prop_assert_eq!(rebuilt, originals);
+    }
+
+    /// The window over a log (with system messages in its middle, and a
+    /// checkpoint or not) gives the whole log's compaction after every
+    /// append, whether or not it trimmed in between.
+    #[test]
+    fn a_window_reports_what_the_whole_log_does(
+        h in broken_history(),
+        systems in proptest::collection::vec(any::<prop::sample::Index>(), 0..3),
+        checkpoint_at in proptest::option::of(any::<prop::sample::Index>()),
+        cuts in proptest::collection::vec((any::<prop::sample::Index>(), any::<bool>()), 0..6),
+        limit in 200u32..6_000,
+        summary_tokens in proptest::option::of(100u64..8_000),
+    ) {
+        let counter = HeuristicCounter::default();
+        let mut h = h;
+        for (n, at) in systems.iter().enumerate() {
+            let i = at.index(h.len() + 1);
+            h.insert(i, Message::system(format!("note {n}")).with_id(format!("s{n}")));
+        }
+        let config = PipelineConfig {
+            budget: budget(limit, 2),
+            summary: summary_tokens.map(|t| SummaryConfig {
+                max_tokens: Some(t),
+                window_fraction: None,
+                ..SummaryConfig::default()
+            }),
+            ..PipelineConfig::default()
+        };
+        // A checkpoint over a prefix, its pair appended after it as a turn
+        // stores it.
+        let mut log = h.clone();
+        let mut checkpoint = None;
+        let mut first = 0;
+        if let Some(at) = checkpoint_at {
+            let at = at.index(h.len() + 1);
+            let summarizing = PipelineConfig { force_summary: true, ..config.clone() };
+            let out = compact(&h[..at], None, &summarizing, &counter, Some(&Names), now());
+            if let Some(cp) = out.checkpoint {
+                log = h[..at].to_vec();
+                log.extend(out.append);
+                first = log.len();
+                log.extend_from_slice(&h[at..]);
+                checkpoint = Some(cp);
+            }
+        }
+        // The window starts after the pair, and grows by the rest in pieces.
+        let mut ends: Vec<usize> = cuts.iter().map(|(i, _)| first + i.index(log.len() - first + 1)).collect();
+        ends.push(log.len());
+        ends.sort_unstable();
+        let start = ends[0];
+        let mut window = LogWindow::new(log[..start].to_vec(), checkpoint.clone(), config.clone(), Arc::new(counter));
+        let mut at = start;
+        for (n, &end) in ends.iter().enumerate() {
+            window.push(log[at..end].iter().cloned());
+            at = end;
+            if cuts.get(n).is_some_and(|(_, trim)| *trim) {
+                window.trim();
+            }
+            let whole = compact(&log[..end], checkpoint.as_ref(), &config, &counter, None, now());
+            prop_assert_eq!(window.compact(now()), whole, "after {} of {} messages", end, log.len());
+        }
     }
 }
