@@ -17,6 +17,8 @@
 //! returns a view plus what to append. It is pure and deterministic: the time
 //! comes in as an argument.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 
 use crate::budget::{BudgetConfig, LogSplit, Tail, ViewTokens, pack, split_log};
@@ -231,113 +233,133 @@ pub(crate) fn compact_partial(
                     .is_some()
         });
     let from = if summarizing { split.start } else { tail.start };
-    let mut messages: Vec<Message> = Vec::with_capacity(log.len().saturating_sub(from));
-    messages.extend(
-        (from..log.len())
-            .filter(|&i| split.is_candidate(i, &log[i]))
-            .map(|i| log[i].clone()),
-    );
-    let loaded = messages.len();
+    let usage = tokens_since_summary as f64 / available as f64;
+    let prune_config = config.prune.as_ref().map(|c| {
+        if config.aggressive {
+            c.aggressive()
+        } else {
+            c.clone()
+        }
+    });
+    // With no summary to make, history that no stage would change is not
+    // copied: the view takes the messages it packs straight from the log.
+    let read = &log[from..];
+    let unchanged = (summarizer.is_none() || config.summary.is_none())
+        && read
+            .iter()
+            .enumerate()
+            .all(|(k, m)| split.is_candidate(from + k, m))
+        && (!config.repair || repair::is_repaired(read))
+        && config
+            .doom_loop
+            .as_ref()
+            .is_none_or(|c| doom_loop::detect(read, c).is_empty())
+        && prune_config
+            .as_ref()
+            .is_none_or(|c| !prune::would_prune(read, usage, c));
 
     let mut repairs = Vec::new();
-    if config.repair {
-        let repaired;
-        (repaired, repairs) = repair::repair(messages);
-        messages = repaired;
-    }
-    let doom_loops = match &config.doom_loop {
-        Some(c) => doom_loop::inject_warnings(&mut messages, c),
-        None => Vec::new(),
-    };
-
-    let pruned = match &config.prune {
-        Some(c) => {
-            let c = if config.aggressive {
-                c.aggressive()
-            } else {
-                c.clone()
-            };
-            prune::prune(
-                &mut messages,
-                tokens_since_summary as f64 / available as f64,
-                &c,
-            )
-        }
-        None => Vec::new(),
-    };
-
+    let mut doom_loops = Vec::new();
+    let mut pruned = Vec::new();
     let mut append = Vec::new();
     let mut new_checkpoint = None;
-    let summary_outcome = match (&config.summary, summarizer) {
-        (Some(sc), Some(summarizer)) => {
-            let total = fixed_tokens + tokens_of(&messages);
-            let limit = config.budget.context_limit;
-            let forced = config.force_summary;
-            let planned = compact::plan_counted(
-                &messages,
-                messages_since_summary,
-                total,
-                limit,
-                sc,
-                counter,
-                forced,
-            )
-            .and_then(|plan| match unusable_id(&messages) {
-                Some(id) => Err(NoPlan::UnusableIds { id }),
-                None => Ok(plan),
-            })
-            .and_then(|plan| {
-                let covers = covered_log_ids(log, &messages, plan.span);
-                if covers.is_empty() {
-                    // Only messages a stage made: nothing of the log to cover.
-                    return Err(NoPlan::NothingSummarizable {
-                        trigger: plan.trigger,
-                    });
-                }
-                Ok((plan, covers))
-            });
-            match planned {
-                Err(reason) => SummaryOutcome::NotDone(reason),
-                Ok((plan, covers)) => {
-                    let previous = summary.last().map(|m| m.content.as_str());
-                    let summarized = compact::summarize(
-                        &messages,
-                        &plan,
-                        previous,
-                        summarizer,
-                        sc.max_words,
-                        counter,
-                    )
-                    .and_then(|text| not_longer(text, &messages[..plan.span], previous, counter));
-                    match summarized {
-                        Err(e) => SummaryOutcome::Failed {
+    let mut summary_outcome = SummaryOutcome::Skipped;
+    let (messages, loaded): (Cow<'_, [Message]>, usize) = if unchanged {
+        (Cow::Borrowed(read), read.len())
+    } else {
+        let mut messages: Vec<Message> = Vec::with_capacity(read.len());
+        messages.extend(
+            (from..log.len())
+                .filter(|&i| split.is_candidate(i, &log[i]))
+                .map(|i| log[i].clone()),
+        );
+        let loaded = messages.len();
+        if config.repair {
+            let repaired;
+            (repaired, repairs) = repair::repair(messages);
+            messages = repaired;
+        }
+        if let Some(c) = &config.doom_loop {
+            doom_loops = doom_loop::inject_warnings(&mut messages, c);
+        }
+        if let Some(c) = &prune_config {
+            pruned = prune::prune(&mut messages, usage, c);
+        }
+        summary_outcome = match (&config.summary, summarizer) {
+            (Some(sc), Some(summarizer)) => {
+                let total = fixed_tokens + tokens_of(&messages);
+                let limit = config.budget.context_limit;
+                let forced = config.force_summary;
+                let planned = compact::plan_counted(
+                    &messages,
+                    messages_since_summary,
+                    total,
+                    limit,
+                    sc,
+                    counter,
+                    forced,
+                )
+                .and_then(|plan| match unusable_id(&messages) {
+                    Some(id) => Err(NoPlan::UnusableIds { id }),
+                    None => Ok(plan),
+                })
+                .and_then(|plan| {
+                    let covers = covered_log_ids(log, &messages, plan.span);
+                    if covers.is_empty() {
+                        // Only messages a stage made: nothing of the log to cover.
+                        return Err(NoPlan::NothingSummarizable {
                             trigger: plan.trigger,
-                            error: e.to_string(),
-                        },
-                        Ok(text) => {
-                            let (pair, mut cp) = compact::checkpoint(&messages, &plan, text, now);
-                            cp.covers = covers;
-                            let outcome = SummaryOutcome::Summarized {
-                                trigger: plan.trigger.clone(),
-                                covered: cp.covers.len(),
-                                parts: plan.parts.len(),
-                                oversized: plan
-                                    .oversized
-                                    .iter()
-                                    .map(|&i| messages[i].id.clone())
-                                    .collect(),
-                            };
-                            messages.drain(..plan.span);
-                            summary = pair.clone();
-                            append = pair;
-                            new_checkpoint = Some(cp);
-                            outcome
+                        });
+                    }
+                    Ok((plan, covers))
+                });
+                match planned {
+                    Err(reason) => SummaryOutcome::NotDone(reason),
+                    Ok((plan, covers)) => {
+                        let previous = summary.last().map(|m| m.content.as_str());
+                        let summarized = compact::summarize(
+                            &messages,
+                            &plan,
+                            previous,
+                            summarizer,
+                            sc.max_words,
+                            counter,
+                        )
+                        .and_then(|text| {
+                            not_longer(text, &messages[..plan.span], previous, counter)
+                        });
+                        match summarized {
+                            Err(e) => SummaryOutcome::Failed {
+                                trigger: plan.trigger,
+                                error: e.to_string(),
+                            },
+                            Ok(text) => {
+                                let (pair, mut cp) =
+                                    compact::checkpoint(&messages, &plan, text, now);
+                                cp.covers = covers;
+                                let outcome = SummaryOutcome::Summarized {
+                                    trigger: plan.trigger.clone(),
+                                    covered: cp.covers.len(),
+                                    parts: plan.parts.len(),
+                                    oversized: plan
+                                        .oversized
+                                        .iter()
+                                        .map(|&i| messages[i].id.clone())
+                                        .collect(),
+                                };
+                                messages.drain(..plan.span);
+                                summary = pair.clone();
+                                append = pair;
+                                new_checkpoint = Some(cp);
+                                outcome
+                            }
                         }
                     }
                 }
             }
-        }
-        _ => SummaryOutcome::Skipped,
+            _ => SummaryOutcome::Skipped,
+        };
+        (Cow::Owned(messages), loaded)
     };
 
     // The summary takes at most its share of what the system prompt leaves.
@@ -369,9 +391,11 @@ pub(crate) fn compact_partial(
     let mut view = system;
     view.reserve(summary.len() + messages.len() - packed_out);
     view.append(&mut summary);
-    // The packed messages move once, straight into the view.
-    view.extend(messages.drain(packed_out..));
-    drop(messages);
+    match messages {
+        // The packed messages move once, straight into the view.
+        Cow::Owned(mut messages) => view.extend(messages.drain(packed_out..)),
+        Cow::Borrowed(read) => view.extend_from_slice(&read[packed_out..]),
+    }
 
     let truncations = match &config.truncate {
         Some(c) => {

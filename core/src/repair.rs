@@ -242,8 +242,58 @@ fn rebuild(
     Ok(out)
 }
 
+/// Whether [`repair`] would return `messages` as they are and report no
+/// change, found without copying them (for a caller that would repair a
+/// copy).
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::repair::is_repaired;
+///
+/// let mut call = Message::assistant("").with_id("a");
+/// call.push_tool_call("c1", "deploy", "{}");
+/// let result = Message::tool_result("c1", "deploy", "done").with_id("r");
+/// assert!(is_repaired(&[Message::user("deploy"), call.clone(), result]));
+/// assert!(!is_repaired(&[Message::user("deploy"), call]));
+/// ```
+pub fn is_repaired(messages: &[Message]) -> bool {
+    let mut exchanges = false;
+    for m in messages {
+        if needs_cleaning(m) {
+            return false;
+        }
+        exchanges |= m.role == Role::Tool || !m.tool_calls.is_empty();
+    }
+    if !exchanges {
+        // No call and no result: nothing to pair.
+        return true;
+    }
+    let mut changes = Vec::new();
+    match assign_results(messages, &mut changes, &mut StopCheck::never()) {
+        Ok(assignment) => changes.is_empty() && assignment.keeps_order(messages),
+        Err(Stopped) => false,
+    }
+}
+
+/// Whether [`clean_message`] would change `m`.
+fn needs_cleaning(m: &Message) -> bool {
+    (m.role != Role::Assistant && m.reasoning.is_some())
+        || (m.role != Role::Tool && m.tool_call_id.is_some())
+        || if m.role == Role::Assistant {
+            m.tool_calls.len() > 1 && {
+                let mut seen = HashSet::new();
+                m.tool_calls.iter().any(|c| !seen.insert(c.id.as_str()))
+            }
+        } else {
+            !m.tool_calls.is_empty()
+        }
+}
+
 /// Removes what a message's role may not carry.
 fn clean_message(m: &mut Message, changes: &mut Vec<Repair>) {
+    if !needs_cleaning(m) {
+        return;
+    }
     if m.role != Role::Assistant && m.reasoning.take().is_some() {
         changes.push(Repair::RemovedDetachedReasoning { id: m.id.clone() });
     }

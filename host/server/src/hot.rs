@@ -121,54 +121,35 @@ impl HotSession {
     /// store's (another process wrote, or a turn, a summary or a rename went
     /// through the engine), it is read again.
     pub async fn context_report(
-        &self,
+        self: &Arc<Self>,
         engine: &Engine,
         metrics: &Metrics,
         id: Uuid,
     ) -> ApiResult<Arc<ContextReport>> {
-        let store = engine.store().clone();
-        let stored = version_of(&store, id).await?;
         let mut slot = self.context.lock().await;
-        let appends = self.take_appends();
-        if appends.as_ref().is_some_and(Vec::is_empty)
-            && let Some(context) = slot.as_ref()
-            && context.meta.version() == stored
-            && let Some(report) = &context.report
-        {
-            return Ok(report.clone());
+        let (hot, store, current) = (self.clone(), engine.store().clone(), slot.take());
+        // One trip to the blocking pool: the store's version, the appends
+        // since the last report, and the report when the window is there.
+        let up_to_date =
+            tokio::task::spawn_blocking(move || hot.bring_up_to_date(&*store, id, current))
+                .await??;
+        if let Some((context, report)) = up_to_date {
+            *slot = Some(context);
+            return Ok(report);
         }
-        // Overflowed appends: the window is read again.
-        let mut current = slot.take().filter(|_| appends.is_some());
-        if let Some(appends) = appends.filter(|a| !a.is_empty())
-            && let Some(mut context) = current.take()
-        {
-            // Pushing may trim the window: work for the blocking pool.
-            current = Some(
-                tokio::task::spawn_blocking(move || {
-                    context.take(appends);
-                    context
-                })
-                .await?,
-            );
-        }
-        let behind =
-            |c: &Option<Context>, version| c.as_ref().is_none_or(|c| c.meta.version() != version);
-        // Not the version read first: appends since then may have brought it
-        // further, which the store says.
-        if behind(&current, stored) && behind(&current, version_of(&store, id).await?) {
-            self.appended.lock().expect("appends lock").tracking = true;
-            let (meta, window) = engine.context_window(&SessionRef::Id(id)).await?;
-            metrics.context_load();
-            current = Some(Context {
-                meta,
-                window,
-                report: None,
-            });
-        }
-        let mut context = current.expect("a context");
-        let appends = self.take_appends();
+        // None yet, or behind the store: read from the store.
+        self.appended.lock().expect("appends lock").tracking = true;
+        let (meta, window) = engine.context_window(&SessionRef::Id(id)).await?;
+        metrics.context_load();
+        let mut context = Context {
+            meta,
+            window,
+            report: None,
+        };
+        let hot = self.clone();
         let (context, report) = tokio::task::spawn_blocking(move || {
-            if let Some(appends) = appends {
+            // Appends made while it was read, that follow on from it.
+            if let Some(appends) = hot.take_appends() {
                 context.take(appends);
             }
             let report = context.report();
@@ -177,6 +158,32 @@ impl HotSession {
         .await?;
         *slot = Some(context);
         Ok(report)
+    }
+
+    /// `current` with the appends made since it was last brought up to
+    /// date, and its report, if it is then at the store's version; `None`
+    /// when there is none, or it is behind (a write it did not see).
+    /// Blocking: it reads the store's metadata.
+    fn bring_up_to_date(
+        &self,
+        store: &dyn SessionStore,
+        id: Uuid,
+        current: Option<Context>,
+    ) -> ApiResult<Option<(Context, Arc<ContextReport>)>> {
+        let stored = stored_version(store, id)?;
+        let appends = self.take_appends();
+        let (Some(mut context), Some(appends)) = (current, appends) else {
+            return Ok(None);
+        };
+        context.take(appends);
+        let version = context.meta.version();
+        // Appends acknowledged after the version was read are in the window
+        // already: the store says whether that is where it stands now.
+        if version != stored && version != stored_version(store, id)? {
+            return Ok(None);
+        }
+        let report = context.report();
+        Ok(Some((context, report)))
     }
 
     /// The appends queued for the window, or `None` when they overflowed
@@ -362,10 +369,9 @@ impl HotSessions {
     }
 }
 
-/// The version of the session `id` in `store`, read on the blocking pool.
-async fn version_of(store: &Arc<dyn SessionStore>, id: Uuid) -> ApiResult<SessionVersion> {
-    let store = store.clone();
-    let meta = tokio::task::spawn_blocking(move || store.get(&SessionRef::Id(id))).await??;
+/// The version of the session `id` in `store` (blocking).
+fn stored_version(store: &dyn SessionStore, id: Uuid) -> ApiResult<SessionVersion> {
+    let meta = store.get(&SessionRef::Id(id))?;
     meta.map(|m| m.version()).ok_or_else(|| {
         ApiError::new(
             agent_host_core::ErrorKind::NotFound,
