@@ -175,6 +175,7 @@ impl LogSplit {
             start: log.len(),
             tokens: 0,
             since_checkpoint: 0,
+            stopped: false,
         };
         for i in (self.start..log.len()).rev() {
             let m = &log[i];
@@ -192,6 +193,7 @@ impl LogSplit {
                     usize::from(older.contains(&b)) + usize::from(older.contains(&s))
                 });
                 tail.since_checkpoint += older.len() - pair;
+                tail.stopped = true;
                 break;
             }
         }
@@ -208,6 +210,9 @@ pub(crate) struct Tail {
     pub tokens: u64,
     /// All messages since the checkpoint, read or counted.
     pub since_checkpoint: usize,
+    /// Whether the read stopped short of the checkpoint (the limit was
+    /// passed): the messages before `start` were counted, not read.
+    pub stopped: bool,
 }
 
 /// Whether `m` belongs to a log's system prompt when it leads the log: a

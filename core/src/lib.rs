@@ -57,6 +57,7 @@ pub mod summarize;
 pub mod tokens;
 pub mod truncate;
 pub mod validate;
+pub mod window;
 
 pub use error_kind::ErrorKind;
 pub use message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage};

@@ -2,7 +2,7 @@
 //! format agent-host reads and writes.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -148,7 +148,7 @@ pub struct Usage {
 /// let result = Message::tool_result("call_1", "read_file", "# agent-host");
 /// assert_eq!(result.tool_call_id.as_deref(), Some("call_1"));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Message {
     /// Stable identifier, unique within its session.
     pub id: String,
@@ -187,6 +187,38 @@ pub struct Message {
     /// source format has that this model has no place for.
     pub metadata: Map<String, Value>,
     tokens: TokenCache,
+}
+
+impl Clone for Message {
+    /// Every field, with the token cache. Written out rather than derived:
+    /// most messages carry no metadata, and cloning an empty map this way
+    /// costs nothing (a derived clone spent as long on it as on the text).
+    fn clone(&self) -> Self {
+        Message {
+            id: self.id.clone(),
+            role: self.role,
+            content: self.content.clone(),
+            parts: self.parts.clone(),
+            reasoning: self.reasoning.clone(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            tool_name: self.tool_name.clone(),
+            is_error: self.is_error,
+            usage: self.usage,
+            model: self.model.clone(),
+            timestamp: self.timestamp,
+            agent: self.agent.clone(),
+            channel: self.channel.clone(),
+            synthetic: self.synthetic,
+            summary: self.summary,
+            metadata: if self.metadata.is_empty() {
+                Map::new()
+            } else {
+                self.metadata.clone()
+            },
+            tokens: self.tokens.clone(),
+        }
+    }
 }
 
 impl Message {
@@ -298,7 +330,7 @@ impl Message {
     /// asking with a different counter computes afresh without caching.
     pub fn tokens(&self, counter: &dyn TokenCounter) -> u32 {
         let key = counter.cache_key();
-        if let Some(&(cached_key, count)) = self.tokens.0.get() {
+        if let Some((cached_key, count)) = self.tokens.get() {
             if cached_key == key {
                 return count;
             }
@@ -306,13 +338,13 @@ impl Message {
         }
         let count = counter.count_message(self);
         // A concurrent caller may have won the race with the same value.
-        let _ = self.tokens.0.set((key, count));
+        self.tokens.set(key, count);
         count
     }
 
     /// The cached token count, if any counter has filled it.
     pub fn cached_tokens(&self) -> Option<u32> {
-        self.tokens.0.get().map(|&(_, count)| count)
+        self.tokens.get().map(|(_, count)| count)
     }
 
     /// Forgets the cached token count; call after editing a counted message.
@@ -340,9 +372,67 @@ pub(crate) fn nth_last_position(
         .map_or(0, |(i, _)| i)
 }
 
-/// The per-message token cache: `(counter key, count)`, ignored by equality.
-#[derive(Clone, Debug, Default)]
-struct TokenCache(OnceLock<(u64, u32)>);
+/// The per-message token cache: `(counter key, count)`, set once, ignored by
+/// equality.
+///
+/// Three atomics rather than a `OnceLock`: a clone copies a filled cache
+/// with plain stores (cloning a `OnceLock` runs its once-initialisation,
+/// which took a tenth of the time of cloning a pipeline's worth of short
+/// messages).
+#[derive(Debug, Default)]
+struct TokenCache {
+    /// [`EMPTY`], [`FILLING`] or [`FILLED`]; the key and count are read only
+    /// once it is `FILLED` (acquire), after they were written (release).
+    state: AtomicU8,
+    key: AtomicU64,
+    count: AtomicU32,
+}
+
+const EMPTY: u8 = 0;
+const FILLING: u8 = 1;
+const FILLED: u8 = 2;
+
+impl TokenCache {
+    fn filled(key: u64, count: u32) -> Self {
+        TokenCache {
+            state: AtomicU8::new(FILLED),
+            key: AtomicU64::new(key),
+            count: AtomicU32::new(count),
+        }
+    }
+
+    fn get(&self) -> Option<(u64, u32)> {
+        (self.state.load(Ordering::Acquire) == FILLED).then(|| {
+            (
+                self.key.load(Ordering::Relaxed),
+                self.count.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// Fills the cache unless it is filled (or being filled) already: the
+    /// first writer wins, as with `OnceLock::set`.
+    fn set(&self, key: u64, count: u32) {
+        if self
+            .state
+            .compare_exchange(EMPTY, FILLING, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.key.store(key, Ordering::Relaxed);
+            self.count.store(count, Ordering::Relaxed);
+            self.state.store(FILLED, Ordering::Release);
+        }
+    }
+}
+
+impl Clone for TokenCache {
+    fn clone(&self) -> Self {
+        match self.get() {
+            Some((key, count)) => TokenCache::filled(key, count),
+            None => TokenCache::default(),
+        }
+    }
+}
 
 impl PartialEq for TokenCache {
     fn eq(&self, _: &Self) -> bool {

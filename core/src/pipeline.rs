@@ -17,9 +17,11 @@
 //! returns a view plus what to append. It is pure and deterministic: the time
 //! comes in as an argument.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 
-use crate::budget::{BudgetConfig, ViewTokens, pack, split_log};
+use crate::budget::{BudgetConfig, LogSplit, Tail, ViewTokens, pack, split_log};
 use crate::compact::{self, NoPlan, SummaryConfig, Trigger, TriggerDistance};
 use crate::doom_loop::{self, DoomLoop, DoomLoopConfig};
 use crate::message::{Message, Role};
@@ -179,6 +181,25 @@ pub fn compact(
     summarizer: Option<&dyn Summarizer>,
     now: DateTime<Utc>,
 ) -> Compaction {
+    compact_partial(log, 0, checkpoint, config, counter, summarizer, now)
+}
+
+/// [`compact`] over a log some of whose messages since the checkpoint are
+/// not given: `hidden` of them lie before the messages `log` holds after its
+/// system prompt and checkpoint pair ([`crate::window::LogWindow`] keeps such
+/// a log). They only count towards the number of messages since the
+/// checkpoint, which is right when the pipeline stops reading before them
+/// (the caller makes sure of it) and no summary is made (it would cover
+/// them).
+pub(crate) fn compact_partial(
+    log: &[Message],
+    hidden: usize,
+    checkpoint: Option<&Checkpoint>,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    now: DateTime<Utc>,
+) -> Compaction {
     let split = split_log(log, checkpoint);
     let system: Vec<Message> = log[..split.system_end].to_vec();
     let mut summary: Vec<Message> = split
@@ -191,9 +212,12 @@ pub fn compact(
     // The messages since the checkpoint, read from the end only as far as a
     // threshold can depend on: a turn costs what the new messages cost, not
     // what the whole log costs.
-    let cap = token_cap(config, available);
-    let tail = split.tail(log, cap.saturating_sub(fixed_tokens), 0, counter);
-    let messages_since_summary = tail.since_checkpoint;
+    let tail = history_tail(log, &split, config, counter);
+    debug_assert!(
+        hidden == 0 || (tail.stopped && summarizer.is_none()),
+        "hidden messages the pipeline would have read"
+    );
+    let messages_since_summary = tail.since_checkpoint + hidden;
     let tokens_since_summary = fixed_tokens + tail.tokens;
     // A summary needs every message since the checkpoint; otherwise only the
     // window can reach the view.
@@ -209,118 +233,140 @@ pub fn compact(
                     .is_some()
         });
     let from = if summarizing { split.start } else { tail.start };
-    let mut messages: Vec<Message> = (from..log.len())
-        .filter(|&i| split.is_candidate(i, &log[i]))
-        .map(|i| log[i].clone())
-        .collect();
-    let loaded = messages.len();
+    let usage = tokens_since_summary as f64 / available as f64;
+    let prune_config = config.prune.as_ref().map(|c| {
+        if config.aggressive {
+            c.aggressive()
+        } else {
+            c.clone()
+        }
+    });
+    // With no summary to make, history that no stage would change is not
+    // copied: the view takes the messages it packs straight from the log.
+    let read = &log[from..];
+    let unchanged = (summarizer.is_none() || config.summary.is_none())
+        && read
+            .iter()
+            .enumerate()
+            .all(|(k, m)| split.is_candidate(from + k, m))
+        && (!config.repair || repair::is_repaired(read))
+        && config
+            .doom_loop
+            .as_ref()
+            .is_none_or(|c| doom_loop::detect(read, c).is_empty())
+        && prune_config
+            .as_ref()
+            .is_none_or(|c| !prune::would_prune(read, usage, c));
 
     let mut repairs = Vec::new();
-    if config.repair {
-        let repaired;
-        (repaired, repairs) = repair::repair(messages);
-        messages = repaired;
-    }
-    let doom_loops = match &config.doom_loop {
-        Some(c) => doom_loop::inject_warnings(&mut messages, c),
-        None => Vec::new(),
-    };
-
-    let pruned = match &config.prune {
-        Some(c) => {
-            let c = if config.aggressive {
-                c.aggressive()
-            } else {
-                c.clone()
-            };
-            prune::prune(
-                &mut messages,
-                tokens_since_summary as f64 / available as f64,
-                &c,
-            )
-        }
-        None => Vec::new(),
-    };
-
+    let mut doom_loops = Vec::new();
+    let mut pruned = Vec::new();
     let mut append = Vec::new();
     let mut new_checkpoint = None;
-    let summary_outcome = match (&config.summary, summarizer) {
-        (Some(sc), Some(summarizer)) => {
-            let total = fixed_tokens + tokens_of(&messages);
-            let limit = config.budget.context_limit;
-            let forced = config.force_summary;
-            let planned = compact::plan_counted(
-                &messages,
-                messages_since_summary,
-                total,
-                limit,
-                sc,
-                counter,
-                forced,
-            )
-            .and_then(|plan| match unusable_id(&messages) {
-                Some(id) => Err(NoPlan::UnusableIds { id }),
-                None => Ok(plan),
-            })
-            .and_then(|plan| {
-                let covers = covered_log_ids(log, &messages, plan.span);
-                if covers.is_empty() {
-                    // Only messages a stage made: nothing of the log to cover.
-                    return Err(NoPlan::NothingSummarizable {
-                        trigger: plan.trigger,
-                    });
-                }
-                Ok((plan, covers))
-            });
-            match planned {
-                Err(reason) => SummaryOutcome::NotDone(reason),
-                Ok((plan, covers)) => {
-                    let previous = summary.last().map(|m| m.content.as_str());
-                    let summarized = compact::summarize(
-                        &messages,
-                        &plan,
-                        previous,
-                        summarizer,
-                        sc.max_words,
-                        counter,
-                    )
-                    .and_then(|text| not_longer(text, &messages[..plan.span], previous, counter));
-                    match summarized {
-                        Err(e) => SummaryOutcome::Failed {
+    let mut summary_outcome = SummaryOutcome::Skipped;
+    let (messages, loaded): (Cow<'_, [Message]>, usize) = if unchanged {
+        (Cow::Borrowed(read), read.len())
+    } else {
+        let mut messages: Vec<Message> = Vec::with_capacity(read.len());
+        messages.extend(
+            (from..log.len())
+                .filter(|&i| split.is_candidate(i, &log[i]))
+                .map(|i| log[i].clone()),
+        );
+        let loaded = messages.len();
+        if config.repair {
+            let repaired;
+            (repaired, repairs) = repair::repair(messages);
+            messages = repaired;
+        }
+        if let Some(c) = &config.doom_loop {
+            doom_loops = doom_loop::inject_warnings(&mut messages, c);
+        }
+        if let Some(c) = &prune_config {
+            pruned = prune::prune(&mut messages, usage, c);
+        }
+        summary_outcome = match (&config.summary, summarizer) {
+            (Some(sc), Some(summarizer)) => {
+                let total = fixed_tokens + tokens_of(&messages);
+                let limit = config.budget.context_limit;
+                let forced = config.force_summary;
+                let planned = compact::plan_counted(
+                    &messages,
+                    messages_since_summary,
+                    total,
+                    limit,
+                    sc,
+                    counter,
+                    forced,
+                )
+                .and_then(|plan| match unusable_id(&messages) {
+                    Some(id) => Err(NoPlan::UnusableIds { id }),
+                    None => Ok(plan),
+                })
+                .and_then(|plan| {
+                    let covers = covered_log_ids(log, &messages, plan.span);
+                    if covers.is_empty() {
+                        // Only messages a stage made: nothing of the log to cover.
+                        return Err(NoPlan::NothingSummarizable {
                             trigger: plan.trigger,
-                            error: e.to_string(),
-                        },
-                        Ok(text) => {
-                            let (pair, mut cp) = compact::checkpoint(&messages, &plan, text, now);
-                            cp.covers = covers;
-                            let outcome = SummaryOutcome::Summarized {
-                                trigger: plan.trigger.clone(),
-                                covered: cp.covers.len(),
-                                parts: plan.parts.len(),
-                                oversized: plan
-                                    .oversized
-                                    .iter()
-                                    .map(|&i| messages[i].id.clone())
-                                    .collect(),
-                            };
-                            messages.drain(..plan.span);
-                            summary = pair.clone();
-                            append = pair;
-                            new_checkpoint = Some(cp);
-                            outcome
+                        });
+                    }
+                    Ok((plan, covers))
+                });
+                match planned {
+                    Err(reason) => SummaryOutcome::NotDone(reason),
+                    Ok((plan, covers)) => {
+                        let previous = summary.last().map(|m| m.content.as_str());
+                        let summarized = compact::summarize(
+                            &messages,
+                            &plan,
+                            previous,
+                            summarizer,
+                            sc.max_words,
+                            counter,
+                        )
+                        .and_then(|text| {
+                            not_longer(text, &messages[..plan.span], previous, counter)
+                        });
+                        match summarized {
+                            Err(e) => SummaryOutcome::Failed {
+                                trigger: plan.trigger,
+                                error: e.to_string(),
+                            },
+                            Ok(text) => {
+                                let (pair, mut cp) =
+                                    compact::checkpoint(&messages, &plan, text, now);
+                                cp.covers = covers;
+                                let outcome = SummaryOutcome::Summarized {
+                                    trigger: plan.trigger.clone(),
+                                    covered: cp.covers.len(),
+                                    parts: plan.parts.len(),
+                                    oversized: plan
+                                        .oversized
+                                        .iter()
+                                        .map(|&i| messages[i].id.clone())
+                                        .collect(),
+                                };
+                                messages.drain(..plan.span);
+                                summary = pair.clone();
+                                append = pair;
+                                new_checkpoint = Some(cp);
+                                outcome
+                            }
                         }
                     }
                 }
             }
-        }
-        _ => SummaryOutcome::Skipped,
+            _ => SummaryOutcome::Skipped,
+        };
+        (Cow::Owned(messages), loaded)
     };
 
     // The summary takes at most its share of what the system prompt leaves.
     let summary_cut = cap_summary(&mut summary, &system, &config.budget, counter);
 
     // Pack newest to oldest; what does not fit leaves the view (not the log).
-    let left_out = {
+    let packed_out = {
         let system_refs: Vec<&Message> = system.iter().collect();
         let summary_refs: Vec<&Message> = summary.iter().collect();
         let candidate_refs: Vec<&Message> = messages.iter().collect();
@@ -334,9 +380,8 @@ pub fn compact(
         .tokens
         .left_out
     };
-    messages.drain(..left_out);
     // Messages before the window never reached the view either.
-    let left_out = left_out
+    let left_out = packed_out
         + if summarizing {
             0
         } else {
@@ -344,8 +389,13 @@ pub fn compact(
         };
     let (system_len, summary_len) = (system.len(), summary.len());
     let mut view = system;
+    view.reserve(summary.len() + messages.len() - packed_out);
     view.append(&mut summary);
-    view.append(&mut messages);
+    match messages {
+        // The packed messages move once, straight into the view.
+        Cow::Owned(mut messages) => view.extend(messages.drain(packed_out..)),
+        Cow::Borrowed(read) => view.extend_from_slice(&read[packed_out..]),
+    }
 
     let truncations = match &config.truncate {
         Some(c) => {
@@ -486,6 +536,25 @@ fn covered_log_ids(log: &[Message], messages: &[Message], span: usize) -> Vec<St
         .collect();
     covered.sort_unstable();
     covered.into_iter().map(|(_, id)| id.to_owned()).collect()
+}
+
+/// The messages since the checkpoint that the pipeline reads of `log`
+/// (split as `split`), from the end back as far as [`token_cap`] asks,
+/// the system prompt and summary counted in.
+pub(crate) fn history_tail(
+    log: &[Message],
+    split: &LogSplit,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+) -> Tail {
+    let tokens = |m: &Message| u64::from(m.tokens(counter));
+    let fixed = log[..split.system_end].iter().map(tokens).sum::<u64>()
+        + split
+            .summary
+            .map_or(0, |(b, s)| tokens(&log[b]) + tokens(&log[s]));
+    let available = u64::from(config.budget.available().max(1));
+    let cap = token_cap(config, available);
+    split.tail(log, cap.saturating_sub(fixed), 0, counter)
 }
 
 /// The most tokens of history any decision needs to see: beyond this, every

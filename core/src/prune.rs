@@ -100,26 +100,14 @@ pub struct Pruned {
 /// assert!(history[1].content.len() < 4_000);
 /// ```
 pub fn prune(messages: &mut [Message], usage: f64, config: &PruneConfig) -> Vec<Pruned> {
-    if usage <= config.soft_ratio || messages.is_empty() {
+    let Some((hard, protected_from)) = pruning(messages, usage, config) else {
         return Vec::new();
-    }
-    let hard = usage > config.hard_ratio;
-    let protected_from = protected_from(messages, config.protected_assistant_turns);
+    };
     let mut pruned = Vec::new();
     for m in &mut messages[..protected_from] {
-        if m.role != Role::Tool
-            || m.tool_name
-                .as_ref()
-                .is_some_and(|t| config.excluded_tools.contains(t))
-            || m.metadata.contains_key(PRUNED_KEY)
-        {
+        let Some((text, chars)) = prunable(m, hard, config) else {
             continue;
-        }
-        let text = m.text();
-        let chars = text.chars().count();
-        if chars < config.min_chars || (!hard && chars <= 2 * config.keep_chars) {
-            continue;
-        }
+        };
         let text = if hard {
             format!("[tool result of {chars} characters cleared by agent-host to save context]")
         } else {
@@ -139,6 +127,64 @@ pub fn prune(messages: &mut [Message], usage: f64, config: &PruneConfig) -> Vec<
         });
     }
     pruned
+}
+
+/// Whether [`prune`] would prune anything of `messages` at `usage`, found
+/// without copying or changing them (for a caller that would prune a copy).
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::prune::{would_prune, PruneConfig};
+///
+/// let mut call = Message::assistant("");
+/// call.push_tool_call("c1", "cat", "{}");
+/// let mut history = vec![call, Message::tool_result("c1", "cat", "x".repeat(60_000))];
+/// history.extend((0..3).map(|i| Message::assistant(format!("turn {i}"))));
+/// assert!(would_prune(&history, 0.4, &PruneConfig::default()));
+/// assert!(!would_prune(&history, 0.1, &PruneConfig::default()));
+/// ```
+pub fn would_prune(messages: &[Message], usage: f64, config: &PruneConfig) -> bool {
+    pruning(messages, usage, config).is_some_and(|(hard, protected_from)| {
+        messages[..protected_from]
+            .iter()
+            .any(|m| prunable(m, hard, config).is_some())
+    })
+}
+
+/// Whether pruning runs at `usage`, and then whether it clears results
+/// (hard) and where the protected messages start.
+fn pruning(messages: &[Message], usage: f64, config: &PruneConfig) -> Option<(bool, usize)> {
+    if usage <= config.soft_ratio || messages.is_empty() {
+        return None;
+    }
+    let hard = usage > config.hard_ratio;
+    Some((
+        hard,
+        protected_from(messages, config.protected_assistant_turns),
+    ))
+}
+
+/// The text of `m` and its length in characters when pruning takes it: a
+/// tool result of a tool not excluded, not pruned already, and long enough.
+fn prunable<'m>(
+    m: &'m Message,
+    hard: bool,
+    config: &PruneConfig,
+) -> Option<(std::borrow::Cow<'m, str>, usize)> {
+    if m.role != Role::Tool
+        || m.tool_name
+            .as_ref()
+            .is_some_and(|t| config.excluded_tools.contains(t))
+        || m.metadata.contains_key(PRUNED_KEY)
+    {
+        return None;
+    }
+    let text = m.text();
+    let chars = text.chars().count();
+    if chars < config.min_chars || (!hard && chars <= 2 * config.keep_chars) {
+        return None;
+    }
+    Some((text, chars))
 }
 
 /// The index from which messages are protected: the N-th last assistant

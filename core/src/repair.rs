@@ -171,6 +171,24 @@ pub fn repair_until(
         clean_message(m, &mut changes);
     }
     let assignment = assign_results(&messages, &mut changes, stop)?;
+    if assignment.keeps_order(&messages) {
+        // Every result already follows its call and every call has its
+        // result: the rebuild would give back the same sequence.
+        return Ok((messages, changes));
+    }
+    let out = rebuild(messages, &assignment, &mut changes, stop)?;
+    Ok((out, changes))
+}
+
+/// The repaired sequence: each kept result right after the message that
+/// made its call, in result order, then a synthetic result for each call
+/// left without one; dropped results are left out.
+fn rebuild(
+    messages: Vec<Message>,
+    assignment: &Assignment,
+    changes: &mut Vec<Repair>,
+    stop: &mut StopCheck<'_>,
+) -> Result<Vec<Message>, Stopped> {
     let mut results: HashMap<usize, Vec<Message>> = HashMap::new();
     let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
     for (result_index, owner) in &assignment.owner {
@@ -221,11 +239,61 @@ pub fn repair_until(
             out.push(result);
         }
     }
-    Ok((out, changes))
+    Ok(out)
+}
+
+/// Whether [`repair`] would return `messages` as they are and report no
+/// change, found without copying them (for a caller that would repair a
+/// copy).
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::repair::is_repaired;
+///
+/// let mut call = Message::assistant("").with_id("a");
+/// call.push_tool_call("c1", "deploy", "{}");
+/// let result = Message::tool_result("c1", "deploy", "done").with_id("r");
+/// assert!(is_repaired(&[Message::user("deploy"), call.clone(), result]));
+/// assert!(!is_repaired(&[Message::user("deploy"), call]));
+/// ```
+pub fn is_repaired(messages: &[Message]) -> bool {
+    let mut exchanges = false;
+    for m in messages {
+        if needs_cleaning(m) {
+            return false;
+        }
+        exchanges |= m.role == Role::Tool || !m.tool_calls.is_empty();
+    }
+    if !exchanges {
+        // No call and no result: nothing to pair.
+        return true;
+    }
+    let mut changes = Vec::new();
+    match assign_results(messages, &mut changes, &mut StopCheck::never()) {
+        Ok(assignment) => changes.is_empty() && assignment.keeps_order(messages),
+        Err(Stopped) => false,
+    }
+}
+
+/// Whether [`clean_message`] would change `m`.
+fn needs_cleaning(m: &Message) -> bool {
+    (m.role != Role::Assistant && m.reasoning.is_some())
+        || (m.role != Role::Tool && m.tool_call_id.is_some())
+        || if m.role == Role::Assistant {
+            m.tool_calls.len() > 1 && {
+                let mut seen = HashSet::new();
+                m.tool_calls.iter().any(|c| !seen.insert(c.id.as_str()))
+            }
+        } else {
+            !m.tool_calls.is_empty()
+        }
 }
 
 /// Removes what a message's role may not carry.
 fn clean_message(m: &mut Message, changes: &mut Vec<Repair>) {
+    if !needs_cleaning(m) {
+        return;
+    }
     if m.role != Role::Assistant && m.reasoning.take().is_some() {
         changes.push(Repair::RemovedDetachedReasoning { id: m.id.clone() });
     }
@@ -255,6 +323,31 @@ struct Assignment {
     owner: Vec<(usize, usize)>,
     /// Results that were not directly in their call's block.
     moved: HashSet<usize>,
+}
+
+impl Assignment {
+    /// Whether the rebuild in [`repair_until`] would return `messages` as
+    /// they are: no result is dropped (every tool message has an owner) or
+    /// moved, and every assistant message has as many results as calls (so
+    /// none is closed as interrupted). Results that are not moved follow
+    /// their owner's message in log order, which is where the rebuild puts
+    /// them.
+    fn keeps_order(&self, messages: &[Message]) -> bool {
+        if !self.moved.is_empty() {
+            return false;
+        }
+        let tools = messages.iter().filter(|m| m.role == Role::Tool).count();
+        if tools != self.owner.len() {
+            return false;
+        }
+        let mut answered: HashMap<usize, usize> = HashMap::new();
+        for &(_, owner) in &self.owner {
+            *answered.entry(owner).or_default() += 1;
+        }
+        messages.iter().enumerate().all(|(i, m)| {
+            m.role == Role::Tool || answered.get(&i).copied().unwrap_or(0) == m.tool_calls.len()
+        })
+    }
 }
 
 /// Pairs each result with the latest unanswered call of its id; records the
@@ -336,6 +429,45 @@ mod tests {
 
     fn ids(messages: &[Message]) -> Vec<&str> {
         messages.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    proptest::proptest! {
+        /// Regression guard for the shortcut that returns the messages as
+        /// they are: whenever it is taken, the rebuild gives the same.
+        #[test]
+        fn the_shortcut_gives_what_the_rebuild_gives(
+            steps in proptest::collection::vec((0u8..4, 0usize..4, 0usize..3), 0..14)
+        ) {
+            let history: Vec<Message> = steps
+                .iter()
+                .enumerate()
+                .map(|(i, &(kind, call, calls))| {
+                    let id = format!("m{i}");
+                    match kind {
+                        0 => Message::user("u").with_id(id),
+                        1 => {
+                            let names: Vec<String> = (call..call + calls).map(|c| format!("c{c}")).collect();
+                            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                            super::tests::call(&id, &names)
+                        }
+                        2 => result(&id, &format!("c{call}")),
+                        _ => Message::assistant("a").with_id(id),
+                    }
+                })
+                .collect();
+            let mut changes = Vec::new();
+            let mut stop = StopCheck::never();
+            let mut cleaned = history.clone();
+            for m in &mut cleaned {
+                clean_message(m, &mut changes);
+            }
+            let assignment = assign_results(&cleaned, &mut changes, &mut stop).unwrap();
+            let rebuilt = rebuild(cleaned.clone(), &assignment, &mut changes, &mut stop).unwrap();
+            if assignment.keeps_order(&cleaned) {
+                proptest::prop_assert_eq!(&rebuilt, &cleaned);
+            }
+            proptest::prop_assert_eq!(repair(history).0, rebuilt);
+        }
     }
 
     #[test]

@@ -3,19 +3,25 @@
 //! - the packed view never exceeds the budget except by the
 //!   `min_recent_messages` rule;
 //! - repair is idempotent;
-//! - checkpoints never lose a message id from the log.
+//! - checkpoints never lose a message id from the log;
+//! - a [`LogWindow`] kept over appends reports what the whole log does;
+//! - the checks that let the pipeline skip copying the history (repair,
+//!   pruning would change nothing) say what the stages do, and skipping
+//!   gives what running them gives.
 
 use agent_host_core::budget::{BudgetConfig, build_view};
 use agent_host_core::compact::SummaryConfig;
 use agent_host_core::pipeline::{PipelineConfig, SummaryOutcome, compact};
-use agent_host_core::prune::{PruneConfig, prune};
-use agent_host_core::repair::repair;
+use agent_host_core::prune::{PruneConfig, prune, would_prune};
+use agent_host_core::repair::{is_repaired, repair};
 use agent_host_core::summarize::{Summarizer, SummaryError, SummaryRequest};
 use agent_host_core::truncate::{TruncateConfig, truncate};
 use agent_host_core::validate::validate;
-use agent_host_core::{HeuristicCounter, Message, Role};
+use agent_host_core::window::LogWindow;
+use agent_host_core::{HeuristicCounter, Message, Reasoning, Role};
 use chrono::{TimeZone, Utc};
 use proptest::prelude::*;
+use std::sync::Arc;
 
 /// One step of an assistant: text, or calls with their results of given sizes.
 #[derive(Clone, Debug)]
@@ -72,13 +78,14 @@ fn history() -> impl Strategy<Value = Vec<Message>> {
 }
 
 /// A history broken the ways real logs break: messages lost, duplicated or
-/// moved.
+/// moved, or carrying what their role may not (a call id, reasoning, a
+/// call id twice).
 fn broken_history() -> impl Strategy<Value = Vec<Message>> {
     (
         history(),
         proptest::collection::vec(
             (
-                0usize..3,
+                0usize..6,
                 any::<prop::sample::Index>(),
                 any::<prop::sample::Index>(),
             ),
@@ -98,6 +105,20 @@ fn broken_history() -> impl Strategy<Value = Vec<Message>> {
                     1 => {
                         let copy = h[i].clone().with_id(format!("{}-dup", h[i].id));
                         h.insert(j, copy);
+                    }
+                    // (Not the system prompt, which the pipeline passes on
+                    // as it is.)
+                    3 => h[i.max(1)].tool_call_id = Some(format!("stray-{j}")),
+                    4 => {
+                        h[i.max(1)].reasoning = Some(Reasoning {
+                            text: "thinking".into(),
+                            ..Reasoning::default()
+                        })
+                    }
+                    5 => {
+                        if let Some(first) = h[i].tool_calls.first().cloned() {
+                            h[i].tool_calls.push(first);
+                        }
                     }
                     _ => {
                         let m = h.remove(i);
@@ -223,5 +244,112 @@ proptest! {
         rebuilt.extend(&originals[covered.len()..covered.len() + left_out]);
         rebuilt.extend(&recent);
         prop_assert_eq!(rebuilt, originals);
+    }
+
+    /// The window over a log (with system messages in its middle, and a
+    /// checkpoint or not) gives the whole log's compaction after every
+    /// append, whether or not it trimmed in between.
+    #[test]
+    fn a_window_reports_what_the_whole_log_does(
+        h in broken_history(),
+        systems in proptest::collection::vec(any::<prop::sample::Index>(), 0..3),
+        checkpoint_at in proptest::option::of(any::<prop::sample::Index>()),
+        cuts in proptest::collection::vec((any::<prop::sample::Index>(), any::<bool>()), 0..6),
+        limit in 200u32..6_000,
+        summary_tokens in proptest::option::of(100u64..8_000),
+    ) {
+        let counter = HeuristicCounter::default();
+        let mut h = h;
+        for (n, at) in systems.iter().enumerate() {
+            let i = at.index(h.len() + 1);
+            h.insert(i, Message::system(format!("note {n}")).with_id(format!("s{n}")));
+        }
+        let config = PipelineConfig {
+            budget: budget(limit, 2),
+            summary: summary_tokens.map(|t| SummaryConfig {
+                max_tokens: Some(t),
+                window_fraction: None,
+                ..SummaryConfig::default()
+            }),
+            ..PipelineConfig::default()
+        };
+        // A checkpoint over a prefix, its pair appended after it as a turn
+        // stores it.
+        let mut log = h.clone();
+        let mut checkpoint = None;
+        let mut first = 0;
+        if let Some(at) = checkpoint_at {
+            let at = at.index(h.len() + 1);
+            let summarizing = PipelineConfig { force_summary: true, ..config.clone() };
+            let out = compact(&h[..at], None, &summarizing, &counter, Some(&Names), now());
+            if let Some(cp) = out.checkpoint {
+                log = h[..at].to_vec();
+                log.extend(out.append);
+                first = log.len();
+                log.extend_from_slice(&h[at..]);
+                checkpoint = Some(cp);
+            }
+        }
+        // The window starts after the pair, and grows by the rest in pieces.
+        let mut ends: Vec<usize> = cuts.iter().map(|(i, _)| first + i.index(log.len() - first + 1)).collect();
+        ends.push(log.len());
+        ends.sort_unstable();
+        let start = ends[0];
+        let mut window = LogWindow::new(log[..start].to_vec(), checkpoint.clone(), config.clone(), Arc::new(counter));
+        let mut at = start;
+        for (n, &end) in ends.iter().enumerate() {
+            window.push(log[at..end].iter().cloned());
+            at = end;
+            if cuts.get(n).is_some_and(|(_, trim)| *trim) {
+                window.trim();
+            }
+            let whole = compact(&log[..end], checkpoint.as_ref(), &config, &counter, None, now());
+            prop_assert_eq!(window.compact(now()), whole, "after {} of {} messages", end, log.len());
+        }
+    }
+
+    #[test]
+    fn is_repaired_says_whether_repair_changes_anything(h in broken_history(), valid in history()) {
+        for h in [h, valid] {
+            let (repaired, changes) = repair(h.clone());
+            prop_assert_eq!(is_repaired(&h), repaired == h && changes.is_empty());
+        }
+    }
+
+    #[test]
+    fn would_prune_says_whether_prune_prunes(h in history(), usage in 0.0f64..1.2, aggressive in any::<bool>()) {
+        let config = if aggressive { PruneConfig::default().aggressive() } else { PruneConfig::default() };
+        let pruned = prune(&mut h.clone(), usage, &config);
+        prop_assert_eq!(would_prune(&h, usage, &config), !pruned.is_empty());
+    }
+
+    /// Without a summarizer the pipeline skips copying a history no stage
+    /// would change; with one (whose triggers never fire) it runs every
+    /// stage on a copy. Both give the same view and report (but for the
+    /// summary stage's outcome: skipped, or not needed).
+    #[test]
+    fn skipping_unchanged_stages_gives_what_running_them_gives(
+        h in prop_oneof![history(), broken_history()],
+        limit in 200u32..50_000,
+        aggressive in any::<bool>(),
+    ) {
+        let counter = HeuristicCounter::default();
+        let never = SummaryConfig {
+            max_messages: None,
+            max_tokens: None,
+            window_fraction: None,
+            ..SummaryConfig::default()
+        };
+        let config = PipelineConfig {
+            budget: budget(limit, 3),
+            summary: Some(never),
+            aggressive,
+            ..PipelineConfig::default()
+        };
+        let skipping = compact(&h, None, &config, &counter, None, now());
+        let mut running = compact(&h, None, &config, &counter, Some(&Names), now());
+        prop_assert!(matches!(running.report.summary, SummaryOutcome::NotDone(_)));
+        running.report.summary = SummaryOutcome::Skipped;
+        prop_assert_eq!(skipping, running);
     }
 }

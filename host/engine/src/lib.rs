@@ -76,6 +76,7 @@ use agent_host_core::pipeline::{self, Compaction, PipelineConfig, SummaryOutcome
 use agent_host_core::session::{Checkpoint, SummaryUsage};
 use agent_host_core::summarize::Summarizer;
 use agent_host_core::validate::validate;
+use agent_host_core::window::LogWindow;
 use agent_host_core::{HeuristicCounter, Message, TokenCounter};
 use agent_host_provider::{ChatRequest, KeySource, Provider, ProviderError, ProviderSettings};
 use agent_host_runtime::{ProcessorOptions, ProcessorReport, RunInfo};
@@ -688,12 +689,28 @@ impl Engine {
     pub async fn context(&self, session: &SessionRef) -> Result<(SessionMeta, Compaction)> {
         let session = session.clone();
         self.blocking(move |inner| {
-            let mut config = inner.config.pipeline.clone();
-            if !inner.config.auto_summarize {
-                // As `agent-host context` shows it: no trigger fires.
-                config.summary = None;
-            }
-            context_report(inner.store.as_ref(), &session, &config)
+            context_report(inner.store.as_ref(), &session, &inner.context_config())
+        })
+        .await
+    }
+
+    /// The part of `session`'s log its context report reads, to keep up to
+    /// date as messages are appended (see core's [`LogWindow`]): its
+    /// [`compact`](LogWindow::compact) is the report [`Engine::context`]
+    /// makes, for the log as it is after those appends. Reads what
+    /// [`Engine::context`] reads, with the metadata read with it.
+    pub async fn context_window(&self, session: &SessionRef) -> Result<(SessionMeta, LogWindow)> {
+        let session = session.clone();
+        self.blocking(move |inner| {
+            let store = inner.store.as_ref();
+            let (meta, log) = read_log(store, &existing(store, &session)?)?;
+            let window = LogWindow::new(
+                log,
+                meta.checkpoints.last().cloned(),
+                inner.context_config(),
+                Arc::new(HeuristicCounter::default()),
+            );
+            Ok((meta, window))
         })
         .await
     }
@@ -860,6 +877,16 @@ impl Engine {
 }
 
 impl Inner {
+    /// What a context report runs the pipeline with: the engine's, with no
+    /// trigger when summaries are off (as `agent-host context` shows it).
+    fn context_config(&self) -> PipelineConfig {
+        let mut config = self.config.pipeline.clone();
+        if !self.config.auto_summarize {
+            config.summary = None;
+        }
+        config
+    }
+
     fn open(&self, session: &SessionRef) -> Result<SessionMeta> {
         match session {
             SessionRef::Key { agent, key } => {

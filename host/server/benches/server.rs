@@ -3,16 +3,23 @@
 //! percentiles and memory, with their baselines measured in the same run).
 //!
 //! `cargo bench -p agent-host-server --bench server` prints:
+//! - memory (RSS) per idle session held by the server, and after 10,000
+//!   sessions were touched and released;
 //! - the raw durable-write rate of the disk (write + fdatasync of a small
 //!   record, one thread): the baseline of every append figure;
 //! - appends per second (each acknowledged = fsynced) with 1, 16 and 256
-//!   concurrent clients, on distinct sessions and on one session;
-//! - `GET /v1/sessions/{id}/context` latency p50/p99 on sessions of 1,000 and
-//!   100,000 messages: repeated reads, and the first read after an append;
-//! - memory (RSS) per idle session held by the server, and after 10,000
-//!   sessions were touched and released.
+//!   concurrent clients, on distinct sessions and on one session: every
+//!   cell is the median of `BENCH_ROUNDS` rounds (3 by default) run one
+//!   after the other (the raw rate too), and each ratio is of medians; the
+//!   rounds' own figures are printed first;
+//! - `GET /v1/sessions/{id}/context` latency p50/p99 on sessions of 1,000,
+//!   10,000 and 100,000 messages (filled through the store, as another
+//!   process would): 1,000 repeated reads, and 200 reads each right after
+//!   an append through the server.
 //!
-//! `BENCH_SECONDS` sets each append run's length (default 3).
+//! `BENCH_SECONDS` sets each append run's length (default 3), `BENCH_ROUNDS`
+//! the rounds, and `BENCH_ONLY` (a comma-separated list of `memory`,
+//! `appends`, `context`) the parts run (all by default).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -157,6 +164,7 @@ async fn context_latency(run: &Running, id: uuid::Uuid, reads: usize, cold: usiz
         reply.bytes().await.unwrap();
         t.elapsed().as_secs_f64() * 1000.0
     };
+    // The first read loads the session (its window of the log): not timed.
     get().await;
     let mut warm = Vec::with_capacity(reads);
     for _ in 0..reads {
@@ -164,11 +172,13 @@ async fn context_latency(run: &Running, id: uuid::Uuid, reads: usize, cold: usiz
     }
     let mut first = Vec::with_capacity(cold);
     for i in 0..cold {
-        http.post(format!("{}/v1/sessions/{id}/messages", run.base))
+        let reply = http
+            .post(format!("{}/v1/sessions/{id}/messages", run.base))
             .json(&json!({"messages": [{"role": "user", "content": format!("more {i}")}]}))
             .send()
             .await
             .unwrap();
+        assert_eq!(reply.status(), reqwest::StatusCode::CREATED);
         first.push(get().await);
     }
     warm.sort_by(f64::total_cmp);
@@ -179,6 +189,13 @@ async fn context_latency(run: &Running, id: uuid::Uuid, reads: usize, cold: usiz
         percentile(&first, 0.5),
         percentile(&first, 0.99),
     ]
+}
+
+/// The median of `values`.
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    percentile(&sorted, 0.5)
 }
 
 fn rss_bytes() -> u64 {
@@ -196,96 +213,125 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3.0);
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n >= 1)
+        .unwrap_or(3);
+    let only = std::env::var("BENCH_ONLY").ok();
+    let runs = |part: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|p| p.trim() == part))
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    println!("# session server over loopback HTTP ({cpus} cores), {seconds} s a run");
+    println!(
+        "# session server over loopback HTTP ({cpus} cores), {seconds} s a run, {rounds} rounds"
+    );
     runtime.block_on(async {
         // Memory first, while the process holds nothing else.
         // Memory: 10,000 sessions indexed, each touched (held in memory),
         // then released after the idle time.
-        let mem_dir = tempfile::tempdir().unwrap();
-        let run = start(
-            mem_dir.path(),
-            ServerConfig {
-                idle_after: Duration::from_secs(2),
-                sweep_every: Duration::from_millis(250),
-                ..ServerConfig::default()
-            },
-        )
-        .await;
-        let http = reqwest::Client::new();
-        let before = rss_bytes();
-        let n = 10_000;
-        for i in 0..n {
-            http.post(format!("{}/v1/sessions", run.base))
-                .json(&json!({"key": format!("idle-{i}")}))
+        if runs("memory") {
+            let mem_dir = tempfile::tempdir().unwrap();
+            let run = start(
+                mem_dir.path(),
+                ServerConfig {
+                    idle_after: Duration::from_secs(2),
+                    sweep_every: Duration::from_millis(250),
+                    ..ServerConfig::default()
+                },
+            )
+            .await;
+            let http = reqwest::Client::new();
+            let before = rss_bytes();
+            let n = 10_000;
+            for i in 0..n {
+                http.post(format!("{}/v1/sessions", run.base))
+                    .json(&json!({"key": format!("idle-{i}")}))
+                    .send()
+                    .await
+                    .unwrap();
+                http.post(format!("{}/v1/sessions/idle-{i}/messages", run.base))
+                    .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            let touched = rss_bytes();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let metrics = http
+                .get(format!("{}/metrics", run.base))
                 .send()
                 .await
-                .unwrap();
-            http.post(format!("{}/v1/sessions/idle-{i}/messages", run.base))
-                .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
-                .send()
+                .unwrap()
+                .text()
                 .await
                 .unwrap();
+            let hot = metrics
+                .lines()
+                .find(|l| l.starts_with("agent_host_hot_sessions "))
+                .unwrap_or("?")
+                .to_owned();
+            let released = rss_bytes();
+            println!(
+                "memory: RSS {:.1} MiB before; {:.1} MiB with {n} sessions touched ({:.0} bytes a session, index and hot state); {:.1} MiB after their release ({hot})",
+                before as f64 / 1048576.0,
+                touched as f64 / 1048576.0,
+                touched.saturating_sub(before) as f64 / n as f64,
+                released as f64 / 1048576.0,
+            );
+            let _ = run.stop.send(());
+            println!();
         }
-        let touched = rss_bytes();
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let metrics = http
-            .get(format!("{}/metrics", run.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let hot = metrics
-            .lines()
-            .find(|l| l.starts_with("agent_host_hot_sessions "))
-            .unwrap_or("?")
-            .to_owned();
-        let released = rss_bytes();
-        println!(
-            "memory: RSS {:.1} MiB before; {:.1} MiB with {n} sessions touched ({:.0} bytes a session, index and hot state); {:.1} MiB after their release ({hot})",
-            before as f64 / 1048576.0,
-            touched as f64 / 1048576.0,
-            touched.saturating_sub(before) as f64 / n as f64,
-            released as f64 / 1048576.0,
-        );
-        let _ = run.stop.send(());
-        println!();
         let dir = tempfile::tempdir().unwrap();
         let run = start(&dir.path().join("store"), ServerConfig::default()).await;
-        let fsync = raw_fsync_rate(dir.path(), seconds);
-        println!("raw write+fdatasync, one thread: {fsync:.0}/s (baseline)");
-        println!("| clients | distinct sessions: appends/s | x one client | one session: appends/s | x one client |");
-        println!("|---:|---:|---:|---:|---:|");
-        let mut single = [0.0; 2];
-        for clients in [1, 16, 256] {
-            let d = append_rate(&run, clients, true, seconds).await;
-            let o = append_rate(&run, clients, false, seconds).await;
-            if clients == 1 {
-                single = [d, o];
+        if runs("appends") {
+            const CLIENTS: [usize; 3] = [1, 16, 256];
+            // Per round: the raw rate, then (distinct, one) per client count.
+            let mut fsync = Vec::new();
+            let mut rates = vec![[Vec::new(), Vec::new()]; CLIENTS.len()];
+            for round in 1..=rounds {
+                fsync.push(raw_fsync_rate(dir.path(), seconds));
+                let mut line = format!("round {round}: raw {:.0}/s", fsync[round - 1]);
+                for (c, &clients) in CLIENTS.iter().enumerate() {
+                    let d = append_rate(&run, clients, true, seconds).await;
+                    let o = append_rate(&run, clients, false, seconds).await;
+                    rates[c][0].push(d);
+                    rates[c][1].push(o);
+                    line.push_str(&format!("; {clients}: {d:.0} / {o:.0}"));
+                }
+                println!("{line}");
             }
-            println!(
-                "| {clients} | {d:.0} | {:.1} | {o:.0} | {:.1} |",
-                d / single[0],
-                o / single[1]
-            );
+            println!();
+            println!("raw write+fdatasync, one thread: {:.0}/s (baseline)", median(&fsync));
+            println!("| clients | distinct sessions: appends/s | x one client | one session: appends/s | x one client |");
+            println!("|---:|---:|---:|---:|---:|");
+            let single = [median(&rates[0][0]), median(&rates[0][1])];
+            for (c, clients) in CLIENTS.iter().enumerate() {
+                let (d, o) = (median(&rates[c][0]), median(&rates[c][1]));
+                println!(
+                    "| {clients} | {d:.0} | {:.1} | {o:.0} | {:.1} |",
+                    d / single[0],
+                    o / single[1]
+                );
+            }
+            println!();
         }
-
-        println!();
-        println!("| session | repeated reads p50 / p99 (ms) | first read after an append p50 / p99 (ms) |");
-        println!("|---|---:|---:|");
-        for n in [1_000, 100_000] {
-            let store = run.store.clone();
-            let id = tokio::task::spawn_blocking(move || fill(&*store, &format!("long-{n}"), n))
-                .await
-                .unwrap();
-            let [wp50, wp99, cp50, cp99] = context_latency(&run, id, 1000, 20).await;
-            println!("| {n} messages | {wp50:.2} / {wp99:.2} | {cp50:.1} / {cp99:.1} |");
+        if runs("context") {
+            println!("| session | repeated reads p50 / p99 (ms) | first read after an append p50 / p99 (ms) |");
+            println!("|---|---:|---:|");
+            for n in [1_000, 10_000, 100_000] {
+                let store = run.store.clone();
+                let id = tokio::task::spawn_blocking(move || fill(&*store, &format!("long-{n}"), n))
+                    .await
+                    .unwrap();
+                let [wp50, wp99, cp50, cp99] = context_latency(&run, id, 1000, 200).await;
+                println!("| {n} messages | {wp50:.2} / {wp99:.2} | {cp50:.2} / {cp99:.2} |");
+            }
         }
         let _ = run.stop.send(());
     });

@@ -1,7 +1,9 @@
 //! Sessions held in memory while they are in use: the lock that orders
 //! their turns, the queue that groups their appends into one durable write
-//! (group commit), and their cached context report. A session is released
-//! once it is idle and nobody holds it; the next request loads it again.
+//! (group commit), and their context: the part of the log the context report
+//! reads (core's [`LogWindow`]), brought up to date with the appends made
+//! here, and the last report. A session is released once it is idle and
+//! nobody holds it; the next request loads it again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,9 +11,17 @@ use std::time::Duration;
 
 use agent_host_api::ContextReport;
 use agent_host_core::Message;
-use agent_host_store::{SessionMeta, SessionRef, SessionStore, StoreError};
+use agent_host_core::window::LogWindow;
+use agent_host_engine::Engine;
+use agent_host_store::{
+    Appended, SessionMeta, SessionRef, SessionStore, SessionVersion, StoreError,
+};
+use chrono::Utc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
 
 /// One session in memory.
 pub struct HotSession {
@@ -19,27 +29,69 @@ pub struct HotSession {
     /// run one after the other.
     pub turn: tokio::sync::Mutex<()>,
     commit: Mutex<Batch>,
-    /// The last context report and the metadata it was made for.
-    pub context: Mutex<Option<(Fingerprint, Arc<ContextReport>)>>,
+    /// The context window and its last report, once a report was asked
+    /// for; one request at a time brings it up to date.
+    context: tokio::sync::Mutex<Option<Context>>,
+    /// What was appended here since the window was last brought up to date:
+    /// the writer only queues it, and never waits for a report.
+    appended: Mutex<Appends>,
     last_used: Mutex<std::time::Instant>,
 }
 
-/// What a context report depends on: when the metadata changes, it is stale.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fingerprint {
-    updated: chrono::DateTime<chrono::Utc>,
-    messages: u64,
-    checkpoints: usize,
+/// How many appended messages may wait for the window: past this, it is
+/// dropped instead and the next report reads the log again (a session
+/// appended to much more often than its report is read).
+const MAX_QUEUED: usize = 4096;
+
+/// The appends a window has yet to take, in commit order.
+#[derive(Default)]
+struct Appends {
+    /// Whether a window wants them (one was loaded, and nothing overflowed).
+    tracking: bool,
+    /// Past [`MAX_QUEUED`] messages: the window is to be dropped.
+    overflowed: bool,
+    messages: usize,
+    queued: Vec<Queued>,
 }
 
-impl Fingerprint {
-    /// The fingerprint of `meta`.
-    pub fn of(meta: &SessionMeta) -> Self {
-        Fingerprint {
-            updated: meta.updated,
-            messages: meta.message_count,
-            checkpoints: meta.checkpoints.len(),
+/// One append, as the window takes it.
+struct Queued {
+    /// The session's version just before it, and after.
+    before: SessionVersion,
+    after: SessionVersion,
+    messages: Vec<Message>,
+}
+
+/// A session's context window: the metadata it stands for, and the report
+/// made of it, if any yet.
+struct Context {
+    meta: SessionMeta,
+    window: LogWindow,
+    report: Option<Arc<ContextReport>>,
+}
+
+impl Context {
+    /// Takes the appends that follow on from its version, in order. Others
+    /// (appends a reload had read already, or that followed a write it does
+    /// not know) are passed over: its version then tells it is not the
+    /// store's.
+    fn take(&mut self, appends: Vec<Queued>) {
+        for append in appends {
+            if append.before == self.meta.version() {
+                self.window.push(append.messages);
+                self.meta.message_count = append.after.message_count;
+                self.meta.updated = append.after.updated;
+                self.report = None;
+            }
         }
+    }
+
+    /// The report of the window, made once per version.
+    fn report(&mut self) -> Arc<ContextReport> {
+        let (meta, window) = (&self.meta, &self.window);
+        self.report
+            .get_or_insert_with(|| Arc::new(ContextReport::new(meta, &window.compact(Utc::now()))))
+            .clone()
     }
 }
 
@@ -56,9 +108,114 @@ impl HotSession {
         HotSession {
             turn: tokio::sync::Mutex::new(()),
             commit: Mutex::new(Batch::default()),
-            context: Mutex::new(None),
+            context: tokio::sync::Mutex::new(None),
+            appended: Mutex::new(Appends::default()),
             last_used: Mutex::new(std::time::Instant::now()),
         }
+    }
+
+    /// The context report of the session `id`: what the engine's
+    /// [`context`](Engine::context) reports for the log the store holds
+    /// now, made from the window kept here. The window takes the appends
+    /// made here since the last report; when its version is still not the
+    /// store's (another process wrote, or a turn, a summary or a rename went
+    /// through the engine), it is read again.
+    pub async fn context_report(
+        self: &Arc<Self>,
+        engine: &Engine,
+        metrics: &Metrics,
+        id: Uuid,
+    ) -> ApiResult<Arc<ContextReport>> {
+        let mut slot = self.context.lock().await;
+        let (hot, store, current) = (self.clone(), engine.store().clone(), slot.take());
+        // One trip to the blocking pool: the store's version, the appends
+        // since the last report, and the report when the window is there.
+        let up_to_date =
+            tokio::task::spawn_blocking(move || hot.bring_up_to_date(&*store, id, current))
+                .await??;
+        if let Some((context, report)) = up_to_date {
+            *slot = Some(context);
+            return Ok(report);
+        }
+        // None yet, or behind the store: read from the store.
+        self.appended.lock().expect("appends lock").tracking = true;
+        let (meta, window) = engine.context_window(&SessionRef::Id(id)).await?;
+        metrics.context_load();
+        let mut context = Context {
+            meta,
+            window,
+            report: None,
+        };
+        let hot = self.clone();
+        let (context, report) = tokio::task::spawn_blocking(move || {
+            // Appends made while it was read, that follow on from it.
+            if let Some(appends) = hot.take_appends() {
+                context.take(appends);
+            }
+            let report = context.report();
+            (context, report)
+        })
+        .await?;
+        *slot = Some(context);
+        Ok(report)
+    }
+
+    /// `current` with the appends made since it was last brought up to
+    /// date, and its report, if it is then at the store's version; `None`
+    /// when there is none, or it is behind (a write it did not see).
+    /// Blocking: it reads the store's metadata.
+    fn bring_up_to_date(
+        &self,
+        store: &dyn SessionStore,
+        id: Uuid,
+        current: Option<Context>,
+    ) -> ApiResult<Option<(Context, Arc<ContextReport>)>> {
+        let stored = stored_version(store, id)?;
+        let appends = self.take_appends();
+        let (Some(mut context), Some(appends)) = (current, appends) else {
+            return Ok(None);
+        };
+        context.take(appends);
+        let version = context.meta.version();
+        // Appends acknowledged after the version was read are in the window
+        // already: the store says whether that is where it stands now.
+        if version != stored && version != stored_version(store, id)? {
+            return Ok(None);
+        }
+        let report = context.report();
+        Ok(Some((context, report)))
+    }
+
+    /// The appends queued for the window, or `None` when they overflowed
+    /// (the window is to be read again, and queueing restarts then).
+    fn take_appends(&self) -> Option<Vec<Queued>> {
+        let mut appends = self.appended.lock().expect("appends lock");
+        appends.messages = 0;
+        if std::mem::take(&mut appends.overflowed) {
+            appends.queued.clear();
+            return None;
+        }
+        Some(std::mem::take(&mut appends.queued))
+    }
+
+    /// Queues an append for the window, if one wants it.
+    fn queue(&self, before: SessionVersion, after: SessionVersion, messages: Vec<Message>) {
+        let mut appends = self.appended.lock().expect("appends lock");
+        if !appends.tracking {
+            return;
+        }
+        appends.messages += messages.len();
+        if appends.messages > MAX_QUEUED {
+            appends.tracking = false;
+            appends.overflowed = true;
+            appends.queued = Vec::new();
+            return;
+        }
+        appends.queued.push(Queued {
+            before,
+            after,
+            messages,
+        });
     }
 
     /// Appends `messages` durably, as one whole: requests that arrive while
@@ -113,7 +270,12 @@ impl HotSession {
                 all.extend(messages);
                 acks.push(ack);
             }
-            let result = store.append(&SessionRef::Id(session), &all);
+            let result = store.append_versioned(&SessionRef::Id(session), &all).map(
+                |Appended { before, meta }| {
+                    self.queue(before, meta.version(), all);
+                    meta
+                },
+            );
             // The last request gets the result itself, the others copies
             // that keep what they act on.
             let mut acks = acks;
@@ -205,4 +367,15 @@ impl HotSessions {
         });
         before - sessions.len()
     }
+}
+
+/// The version of the session `id` in `store` (blocking).
+fn stored_version(store: &dyn SessionStore, id: Uuid) -> ApiResult<SessionVersion> {
+    let meta = store.get(&SessionRef::Id(id))?;
+    meta.map(|m| m.version()).ok_or_else(|| {
+        ApiError::new(
+            agent_host_core::ErrorKind::NotFound,
+            format!("session {id} was deleted"),
+        )
+    })
 }

@@ -45,6 +45,7 @@ pub struct Metrics {
     appends: Counter,
     appended_messages: Counter,
     compactions: Counter,
+    context_loads: Counter,
     processor_calls: Family<ProcessorLabels, Counter>,
     processor_failures: Family<ProcessorLabels, Counter>,
     hooks: Family<HookLabels, Counter>,
@@ -87,6 +88,12 @@ impl Default for Metrics {
             "Summary checkpoints stored",
             compactions.clone(),
         );
+        let context_loads = Counter::default();
+        registry.register(
+            "context_loads",
+            "Context windows read from the store (first report of a hot session, or after a write the server did not make)",
+            context_loads.clone(),
+        );
         let processor_calls = Family::<ProcessorLabels, Counter>::default();
         registry.register(
             "processor_calls",
@@ -120,6 +127,7 @@ impl Default for Metrics {
             appends,
             appended_messages,
             compactions,
+            context_loads,
             processor_calls,
             processor_failures,
             hooks,
@@ -155,6 +163,11 @@ impl Metrics {
     /// One stored checkpoint.
     pub fn compaction(&self) {
         self.compactions.inc();
+    }
+
+    /// One context window read from the store.
+    pub fn context_load(&self) {
+        self.context_loads.inc();
     }
 
     /// One processor call.

@@ -1,7 +1,6 @@
 //! The `/v1` handlers.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use agent_host_api::{
     AppendMessages, Appended, ContextReport, CreateSession, ErrorBody, Health, MessageList,
@@ -27,7 +26,6 @@ use uuid::Uuid;
 
 use crate::body::{JsonBody, QueryArgs};
 use crate::error::{ApiError, ApiResult};
-use crate::hot::Fingerprint;
 use crate::index::{Change, PageQuery};
 use crate::{ChannelScope, Shared, observe, record};
 
@@ -606,21 +604,9 @@ pub(crate) async fn context(
 ) -> ApiResult<Json<ContextReport>> {
     let view = resolve(&state, &name, args.agent.as_deref()).await?;
     let hot = state.hot.get(view.id);
-    // The cached report holds while the session's metadata is unchanged,
-    // whoever wrote to the store.
-    let id = view.id;
-    let meta = blocking(&state, move |store| store.get(&SessionRef::Id(id)))
-        .await?
-        .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("session {id} was deleted")))?;
-    let fingerprint = Fingerprint::of(&meta);
-    if let Some((known, report)) = hot.context.lock().expect("context lock").as_ref()
-        && *known == fingerprint
-    {
-        return Ok(Json(report.as_ref().clone()));
-    }
-    let (meta, compaction) = state.engine.context(&SessionRef::Id(id)).await?;
-    let report = Arc::new(ContextReport::new(&meta, &compaction));
-    *hot.context.lock().expect("context lock") = Some((Fingerprint::of(&meta), report.clone()));
+    let report = hot
+        .context_report(&state.engine, &state.metrics, view.id)
+        .await?;
     Ok(Json(report.as_ref().clone()))
 }
 

@@ -4,10 +4,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_host_engine::{Engine, EngineConfig};
+use agent_host_api::ContextReport;
+use agent_host_core::Message;
+use agent_host_core::budget::BudgetConfig;
+use agent_host_core::compact::SummaryConfig;
+use agent_host_core::pipeline::PipelineConfig;
+use agent_host_engine::{Engine, EngineConfig, SummarizerChoice};
 use agent_host_provider::{ProviderKind, ProviderSettings};
 use agent_host_server::{Scope, Server, ServerConfig, Tokens, WebhookConfig};
-use agent_host_store::{FileStore, SessionStore};
+use agent_host_store::{FileStore, SessionRef, SessionStore};
 use agent_host_testkit::model_server::{LlmServer, Wire};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -15,12 +20,18 @@ use serde_json::{Value, json};
 struct Running {
     base: String,
     http: reqwest::Client,
+    /// The server's store, for writes that go around it.
+    store: Arc<dyn SessionStore>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     _dir: tempfile::TempDir,
 }
 
 impl Running {
+    fn store_root(&self) -> std::path::PathBuf {
+        self._dir.path().to_path_buf()
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -52,7 +63,7 @@ impl Running {
 async fn start_with(config: ServerConfig, engine_config: EngineConfig) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
-    let engine = Engine::new(engine_config, store, &|_: &str| None).unwrap();
+    let engine = Engine::new(engine_config, store.clone(), &|_: &str| None).unwrap();
     let server = Server::new(engine, config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -63,6 +74,7 @@ async fn start_with(config: ServerConfig, engine_config: EngineConfig) -> Runnin
     Running {
         base,
         http: reqwest::Client::new(),
+        store,
         stop: Some(stop),
         task: Some(task),
         _dir: dir,
@@ -942,5 +954,170 @@ async fn component_hooks_run_sandboxed_once_per_event() {
         failed < 6 + 40,
         "the appends waited for the hook: {failed} calls already done"
     );
+    s.stop().await;
+}
+
+/// The engine's context report of `session`, computed over the whole log
+/// as the store holds it, as the server would show it.
+fn full_report(store: &dyn SessionStore, session: &SessionRef, config: &PipelineConfig) -> Value {
+    let (meta, compaction) = agent_host_engine::context_report(store, session, config).unwrap();
+    // Through text, as the served report comes (parsing a float back may
+    // not give the same last digit).
+    let text = serde_json::to_string(&ContextReport::new(&meta, &compaction)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// How many context windows the server read from the store.
+async fn context_loads(s: &Running) -> u64 {
+    let metrics = s
+        .http
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("agent_host_context_loads_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no context_loads in {metrics}"))
+}
+
+/// The context report comes from the hot session's window of the log, kept
+/// up to date by the appends made through the server: after every append
+/// it is the report the engine computes over the whole log (with a budget
+/// small enough that the window leaves most of the log out). Appends of
+/// plain messages, tool calls and results and system messages go through
+/// the window; writes that go around the server (appends straight to its
+/// store, appends by another store on the same folder, as another process
+/// makes them, and a summary's checkpoint) are seen, and the window is read
+/// again, only then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_report_follows_appends_and_writes_around_the_server() {
+    let pipeline = PipelineConfig {
+        budget: BudgetConfig::for_window(2_000),
+        summary: Some(SummaryConfig {
+            max_tokens: Some(2_500),
+            window_fraction: None,
+            ..SummaryConfig::default()
+        }),
+        ..PipelineConfig::default()
+    };
+    let s = start_with(
+        ServerConfig::default(),
+        EngineConfig {
+            pipeline: pipeline.clone(),
+            auto_summarize: true,
+            summarizer: SummarizerChoice::Extractive,
+            ..EngineConfig::default()
+        },
+    )
+    .await;
+    let (_, made) = s.post("/v1/sessions", json!({"key": "long"})).await;
+    let id: uuid::Uuid = made["id"].as_str().unwrap().parse().unwrap();
+    let session = SessionRef::Id(id);
+    let other = FileStore::open(s.store_root()).unwrap();
+    let check = |what: String| {
+        let s = &s;
+        let session = session.clone();
+        let pipeline = pipeline.clone();
+        async move {
+            let (status, served) = s.get(&format!("/v1/sessions/{id}/context")).await;
+            assert_eq!(status, StatusCode::OK, "{what}: {served}");
+            let full = full_report(&*s.store, &session, &pipeline);
+            assert_eq!(served, full, "{what}");
+            served
+        }
+    };
+    check("a new session".into()).await;
+    let mut loads = context_loads(&s).await;
+    assert_eq!(loads, 1);
+    let mut hidden_seen = false;
+    for i in 0..90 {
+        let text = format!("{i} {}", "words of a message ".repeat(2 + (i * 7) % 41));
+        let around = match i % 10 {
+            3 => {
+                s.store
+                    .append(
+                        &session,
+                        &[Message::user(text).with_id(format!("direct-{i}"))],
+                    )
+                    .unwrap();
+                true
+            }
+            7 => {
+                other
+                    .append(
+                        &session,
+                        &[Message::assistant(text).with_id(format!("other-{i}"))],
+                    )
+                    .unwrap();
+                true
+            }
+            5 => {
+                // Around the server, then through it, before any report:
+                // the window must not take the second as if the first had
+                // not happened.
+                let first = Message::user(text.clone()).with_id(format!("other-{i}"));
+                other.append(&session, &[first]).unwrap();
+                let messages = json!([{"role": "assistant", "content": text}]);
+                let (status, body) = s
+                    .post(
+                        &format!("/v1/sessions/{id}/messages"),
+                        json!({ "messages": messages }),
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::CREATED, "{body}");
+                true
+            }
+            _ if i == 65 => {
+                let (status, body) = s
+                    .post(&format!("/v1/sessions/{id}/summarize"), json!({}))
+                    .await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+                assert_eq!(body["session"]["checkpoints"], 1, "{body}");
+                true
+            }
+            _ => {
+                let messages = match i % 4 {
+                    0 => json!([{"role": "user", "content": text}]),
+                    1 => json!([
+                        {"role": "assistant", "content": null, "tool_calls": [{"id": format!("c{i}"), "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": format!("c{i}"), "content": text}
+                    ]),
+                    2 => {
+                        json!([{"role": "system", "content": format!("note {i}")}, {"role": "user", "content": text}])
+                    }
+                    _ => json!([{"role": "assistant", "content": text}]),
+                };
+                let (status, body) = s
+                    .post(
+                        &format!("/v1/sessions/{id}/messages"),
+                        json!({ "messages": messages }),
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::CREATED, "{body}");
+                false
+            }
+        };
+        let served = check(format!("after write {i}")).await;
+        hidden_seen |= served["left_out"].as_u64().unwrap_or(0) > 0
+            && served["messages_since_summary"].as_u64().unwrap_or(0) > 40;
+        let now = context_loads(&s).await;
+        if around {
+            assert_eq!(
+                now,
+                loads + 1,
+                "write {i} went around the server: read again"
+            );
+        } else {
+            assert_eq!(now, loads, "append {i} went through the window");
+        }
+        loads = now;
+    }
+    // The window held a small part of a log much longer than the budget.
+    assert!(hidden_seen);
     s.stop().await;
 }

@@ -54,6 +54,20 @@
 //! title and checkpoints are never lost. Metadata damaged in any other way (by hand) is
 //! an error, as before: a person should see it, not have it papered over.
 //!
+//! **Kept files.** An append leaves the session's folder, log and state
+//! record open, with the metadata as it wrote it (for up to [`MAX_KEPT`]
+//! sessions, fewer under a low limit on open files; the oldest are closed
+//! first). The next append to that session takes the log's `flock` on the
+//! kept handle and checks with one `fstatat` each that the folder, the log
+//! (and its length), the metadata file (inode, length and times) and the
+//! state record are still the ones it left: then no one wrote in between, in
+//! this process or another, and it writes, syncs and refreshes the record
+//! without opening or reading anything. Any difference (another writer's
+//! append, a clear, a rename, a repair, a file replaced or removed), and it
+//! goes the whole way below. Every other write, and every whole-way append,
+//! drops the kept files first. The `flock` is released after each append, as
+//! before: a kept log never blocks another process.
+//!
 //! **Recovery.** A record is committed when its newline is on disk. A log that
 //! does not end in a newline (a torn write, or NUL bytes a file system left)
 //! has that tail copied to the sidecar with its offset and cut off, before
@@ -106,13 +120,13 @@
 //! between leaves a log without metadata, invisible to listing; creating a
 //! session with the same key adopts it (the log is the truth) and reports it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, TryLockError};
 use std::time::Duration;
 
 use agent_host_core::format::jsonl;
@@ -126,8 +140,8 @@ use super::idle_cutoff;
 use super::names::file_name;
 use super::records::{self, Finding, FindingKind, SidecarIndex};
 use super::{
-    History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage, SessionRef,
-    SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, page_of,
+    Appended, History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, page_of,
 };
 
 mod files;
@@ -137,7 +151,7 @@ mod tail;
 
 use files::*;
 pub(crate) use folder::Refusal;
-use folder::{Folder, Kind, OpenAs};
+use folder::{Folder, Kind, OpenAs, Stamp};
 use meta::*;
 
 /// The version of the metadata file's layout.
@@ -149,6 +163,39 @@ const OPEN_ATTEMPTS: usize = 64;
 /// The clock a store reads `now` from.
 type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
+/// The most sessions that keep their files open between appends, however
+/// many files the process may open (see [`kept_limit`]).
+const MAX_KEPT: usize = 1024;
+
+/// One session's lock in this process (readers share it, a writer holds it
+/// alone), with the files its last append kept open.
+#[derive(Default)]
+struct Slot {
+    open: Option<Box<OpenLog>>,
+    /// Whether the session is in [`FileStore::kept`] (once at most).
+    listed: bool,
+}
+
+/// What an append keeps open for the next append to the same session: the
+/// session's folder, log and state record, its metadata as the append left
+/// it, and what those files were then. The next append takes the log's
+/// `flock` and checks, with one `fstatat` each, that the folder, the log
+/// (and its length), the metadata file (and its times) and the state record
+/// are still those: then nobody wrote in between, in this process or
+/// another, and the metadata needs no reading. Anything else, and it goes
+/// the whole way (open, lock, read, repair).
+struct OpenLog {
+    dir: Folder,
+    log: File,
+    state: File,
+    meta: MetaFile,
+    folder_stamp: Stamp,
+    /// The log, with its length after the last append.
+    log_stamp: Stamp,
+    meta_stamp: Stamp,
+    state_stamp: Stamp,
+}
+
 /// The file store; see the module docs for the layout and the guarantees.
 pub struct FileStore {
     root: PathBuf,
@@ -158,7 +205,12 @@ pub struct FileStore {
     sessions_dir: Folder,
     clock: Clock,
     /// One lock per session log, by path.
-    locks: Mutex<HashMap<PathBuf, Arc<RwLock<()>>>>,
+    locks: Mutex<HashMap<PathBuf, Arc<RwLock<Slot>>>>,
+    /// The logs whose slot is listed as keeping files open, oldest first;
+    /// past `max_kept` of them the oldest are closed.
+    kept: Mutex<VecDeque<PathBuf>>,
+    /// How many sessions may keep their files open.
+    max_kept: usize,
     /// Where each session id seen so far lives.
     ids: Mutex<HashMap<Uuid, Location>>,
 }
@@ -289,6 +341,9 @@ struct Held<'a> {
     log: File,
     meta: MetaFile,
     ctx: &'a str,
+    /// Set by an append that left the log, metadata and state record
+    /// consistent: its files are kept open for the next append.
+    keep: bool,
 }
 
 /// How to lock a log.
@@ -322,6 +377,8 @@ impl FileStore {
             sessions_dir,
             clock: Arc::new(Utc::now),
             locks: Mutex::default(),
+            kept: Mutex::default(),
+            max_kept: kept_limit(),
             ids: Mutex::default(),
         })
     }
@@ -387,7 +444,7 @@ impl FileStore {
             .map_err(|e| io_error(&format!("{ctx}: cannot open"), &loc.dir, e))
     }
 
-    fn lock_for(&self, loc: &Location) -> Arc<RwLock<()>> {
+    fn lock_for(&self, loc: &Location) -> Arc<RwLock<Slot>> {
         let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
         locks.entry(loc.log()).or_default().clone()
     }
@@ -595,7 +652,9 @@ impl FileStore {
     ) -> Result<T> {
         let ctx = format!("session {session}");
         let lock = self.lock_for(loc);
-        let _guard = lock.write().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock.write().unwrap_or_else(PoisonError::into_inner);
+        // Whatever this does, the next append looks at the files afresh.
+        slot.open = None;
         let dir = self
             .open_folder(loc, &ctx)?
             .ok_or_else(|| StoreError::NotFound(session.clone()))?;
@@ -623,12 +682,181 @@ impl FileStore {
             log,
             meta,
             ctx: &ctx,
+            keep: false,
         };
         if held.meta.clearing {
             // A clear that crashed after its metadata: finished first.
             self.finish_clear(&mut held)?;
         }
-        f(&mut held)
+        let out = f(&mut held)?;
+        if held.keep {
+            self.keep(&mut slot, held);
+        }
+        Ok(out)
+    }
+
+    /// Keeps the files of `held`, which an append just wrote consistently,
+    /// open in its `slot` for the next append (unless they cannot be
+    /// stamped, or the store keeps none).
+    fn keep(&self, slot: &mut Slot, held: Held<'_>) {
+        #[cfg(unix)]
+        {
+            let Held {
+                loc,
+                dir,
+                log,
+                meta,
+                ..
+            } = held;
+            if self.max_kept == 0
+                || meta.from_backup
+                || meta.clearing
+                || meta.state != StateNote::Used
+            {
+                return;
+            }
+            let open = (|| -> io::Result<Option<OpenLog>> {
+                // Stamped under the lock: what this append left.
+                let Some(meta_stamp) = dir.stamp(loc.file(META))? else {
+                    return Ok(None);
+                };
+                let state = dir.open(loc.file(STATE), OpenAs::Write)?;
+                let open = OpenLog {
+                    folder_stamp: dir.own_stamp()?,
+                    log_stamp: Stamp::of(&log)?,
+                    state_stamp: Stamp::of(&state)?,
+                    meta_stamp,
+                    dir,
+                    log,
+                    state,
+                    meta,
+                };
+                // Held open, the log must not stay locked (dropped, the
+                // close would have released it).
+                open.log.unlock()?;
+                Ok(Some(open))
+            })();
+            if let Ok(Some(open)) = open {
+                slot.open = Some(Box::new(open));
+                if !std::mem::replace(&mut slot.listed, true) {
+                    self.list(loc.log());
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (slot, held);
+    }
+
+    /// Lists `log` as keeping its files open, and closes those of the
+    /// oldest listed sessions past the limit (a session in use is passed
+    /// over: it is closed later).
+    fn list(&self, log: PathBuf) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.push_back(log);
+        let mut turns = kept.len();
+        while kept.len() > self.max_kept && turns > 0 {
+            turns -= 1;
+            let Some(oldest) = kept.pop_front() else {
+                break;
+            };
+            let lock = {
+                let locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+                locks.get(&oldest).cloned()
+            };
+            let Some(lock) = lock else { continue };
+            let mut slot = match lock.try_write() {
+                Ok(slot) => slot,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    kept.push_back(oldest);
+                    continue;
+                }
+            };
+            slot.open = None;
+            slot.listed = false;
+        }
+    }
+
+    /// Where `session` lives, when known without reading anything: the
+    /// place an id was last seen, the file name a key maps to.
+    fn known_location(&self, session: &SessionRef) -> Option<Location> {
+        match session {
+            SessionRef::Id(id) => self.remembered(*id),
+            SessionRef::Key { agent, key } => Some(self.location(file_name(agent), file_name(key))),
+        }
+    }
+
+    /// Appends `buf` (`count` messages) through the files the last append
+    /// kept open, if nobody wrote since: `Ok(None)` when something changed
+    /// (the caller drops them and goes the whole way). Takes the log's
+    /// exclusive `flock`, which the caller releases.
+    #[cfg(unix)]
+    fn append_kept(
+        &self,
+        open: &mut OpenLog,
+        loc: &Location,
+        session: &SessionRef,
+        buf: &[u8],
+        count: u64,
+    ) -> Result<Option<Appended>> {
+        if !session.matches(&open.meta.meta) {
+            return Ok(None);
+        }
+        let ctx = format!("session {session}");
+        let path = loc.log();
+        open.log
+            .lock()
+            .map_err(|e| io_error(&format!("{ctx}: cannot lock"), &path, e))?;
+        let unchanged = self
+            .kept_unchanged(open, loc)
+            .map_err(|e| io_error(&format!("{ctx}: cannot check"), &path, e))?;
+        if !unchanged {
+            return Ok(None);
+        }
+        let before = open.meta.meta.version();
+        let end = open.log_stamp.len;
+        let written = (&open.log)
+            .write_all(buf)
+            .and_then(|()| open.log.sync_data());
+        if let Err(e) = written {
+            // Never leave half a turn for the next append to glue onto.
+            let _ = cut(&open.log, end);
+            return Err(io_error(&format!("{ctx}: cannot append to"), &path, e));
+        }
+        open.log_stamp.len = end + buf.len() as u64;
+        let meta = &mut open.meta.meta;
+        meta.message_count += count;
+        meta.updated = meta.updated.max(self.now());
+        // The messages are durable: a failed refresh only delays the count,
+        // which the next load reconciles from the log.
+        if let Err(e) = overwrite_state(&open.state, meta, false) {
+            let e = io_error(
+                &format!("{ctx}: cannot write the state record"),
+                &loc.state(),
+                e,
+            );
+            tracing::warn!("{}", error_chain(&e));
+        }
+        Ok(Some(Appended {
+            before,
+            meta: meta.clone(),
+        }))
+    }
+
+    /// Whether the files `open` holds are still the session's, as its last
+    /// append left them.
+    #[cfg(unix)]
+    fn kept_unchanged(&self, open: &OpenLog, loc: &Location) -> io::Result<bool> {
+        let same = |found: Option<Stamp>, kept: &Stamp| found.is_some_and(|s| s.same_file(kept));
+        Ok(
+            same(self.sessions_dir.stamp(&loc.folder)?, &open.folder_stamp)
+                && open
+                    .dir
+                    .stamp(loc.file(LOG))?
+                    .is_some_and(|s| s.same_file(&open.log_stamp) && s.len == open.log_stamp.len)
+                && open.dir.stamp(loc.file(META))? == Some(open.meta_stamp)
+                && same(open.dir.stamp(loc.file(STATE))?, &open.state_stamp),
+        )
     }
 
     /// Empties the held session's log, sidecar and media under its
@@ -724,7 +952,8 @@ impl FileStore {
         }
         let dir = self.folder_of(loc, &ctx)?;
         let lock = self.lock_for(loc);
-        let _guard = lock.write().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = lock.write().unwrap_or_else(PoisonError::into_inner);
+        slot.open = None;
         let log = self
             .open_log(&dir, loc, Access::Write { create: true }, &ctx)?
             .ok_or_else(|| StoreError::NotFound(session.clone()))?;
@@ -1119,20 +1348,62 @@ impl SessionStore for FileStore {
     }
 
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta> {
+        self.append_versioned(session, messages)
+            .map(|appended| appended.meta)
+    }
+
+    /// Through the files the session's last append kept open when nothing
+    /// changed since (see [`OpenLog`]), else the whole way: open, lock,
+    /// read the metadata, mend a torn tail, write, sync, refresh the state
+    /// record, and keep the files open for the next one.
+    fn append_versioned(&self, session: &SessionRef, messages: &[Message]) -> Result<Appended> {
         let mut buf = Vec::with_capacity(messages.len() * 512);
         for (i, message) in messages.iter().enumerate() {
             let start = buf.len();
             jsonl::write_line(message, &mut buf);
             crate::storable(session, i, message, &buf[start..buf.len() - 1])?;
         }
+        #[cfg(unix)]
+        if !messages.is_empty()
+            && let Some(loc) = self.known_location(session)
+        {
+            let lock = self.lock_for(&loc);
+            let mut slot = lock.write().unwrap_or_else(PoisonError::into_inner);
+            if let Some(open) = slot.open.as_deref_mut() {
+                let appended = self.append_kept(open, &loc, session, &buf, messages.len() as u64);
+                let unlocked = open.log.unlock();
+                match appended {
+                    Ok(Some(appended)) => {
+                        if let Err(e) = unlocked {
+                            // Closing the log releases it.
+                            tracing::warn!(
+                                "{}: session {session}: cannot unlock: {e}; closed",
+                                loc.log().display()
+                            );
+                            slot.open = None;
+                        }
+                        return Ok(appended);
+                    }
+                    Ok(None) => slot.open = None,
+                    Err(e) => {
+                        slot.open = None;
+                        return Err(e);
+                    }
+                }
+            }
+        }
         self.exclusive(session, |held| {
+            let before = held.meta.meta.version();
             if messages.is_empty() {
-                return Ok(held.meta.meta.clone());
+                return Ok(Appended {
+                    before,
+                    meta: held.meta.meta.clone(),
+                });
             }
             self.mend_tail(held)?;
             let path = held.loc.log();
             let ctx = held.ctx;
-            let before = held
+            let end = held
                 .log
                 .metadata()
                 .map_err(|e| io_error(&format!("{ctx}: cannot read"), &path, e))?
@@ -1142,7 +1413,7 @@ impl SessionStore for FileStore {
                 .and_then(|()| held.log.sync_data());
             if let Err(e) = written {
                 // Never leave half a turn for the next append to glue onto.
-                let _ = cut(&held.log, before);
+                let _ = cut(&held.log, end);
                 return Err(io_error(&format!("{ctx}: cannot append to"), &path, e));
             }
             let meta = &mut held.meta.meta;
@@ -1150,10 +1421,14 @@ impl SessionStore for FileStore {
             meta.updated = meta.updated.max(self.now());
             // The messages are durable: a failed refresh only delays the
             // count, which the next load reconciles from the log.
-            if let Err(e) = write_state(&held.dir, held.loc, meta, false, ctx) {
-                tracing::warn!("{}", error_chain(&e));
+            match write_state(&held.dir, held.loc, meta, false, ctx) {
+                Ok(()) => held.keep = true,
+                Err(e) => tracing::warn!("{}", error_chain(&e)),
             }
-            Ok(held.meta.meta.clone())
+            Ok(Appended {
+                before,
+                meta: held.meta.meta.clone(),
+            })
         })
     }
 
@@ -1336,6 +1611,24 @@ impl SessionStore for FileStore {
     }
 }
 
+/// How many sessions may keep their three files open between appends: a
+/// sixteenth of the process's limit on open files, from 16 to
+/// [`MAX_KEPT`] (64 under the common limit of 1,024, so that sockets and
+/// other sessions' reads keep most of it).
+fn kept_limit() -> usize {
+    #[cfg(unix)]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .unwrap_or(u64::MAX);
+        usize::try_from(limit / 16)
+            .unwrap_or(MAX_KEPT)
+            .clamp(16, MAX_KEPT)
+    }
+    #[cfg(not(unix))]
+    0
+}
+
 /// A point where a crash test may end the process (the `testing` feature's
 /// [`crate::testing::CRASH_AT_POINT`]); nothing otherwise.
 fn crash_point() {
@@ -1378,5 +1671,56 @@ fn warning_for(loc: &Location, finding: &Finding) -> StoreWarning {
         line: Some(finding.line),
         offset: Some(finding.bytes.start as u64),
         detail: format!("{}{action}", finding.detail),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn is_kept(store: &FileStore, session: &SessionRef) -> bool {
+        let (loc, _) = store.find(session).unwrap();
+        let lock = store.lock_for(&loc);
+        lock.read().unwrap().open.is_some()
+    }
+
+    fn kept_count(store: &FileStore) -> usize {
+        let locks = store.locks.lock().unwrap();
+        locks
+            .values()
+            .filter(|lock| lock.read().unwrap().open.is_some())
+            .count()
+    }
+
+    /// An append keeps its session's files open and the next one goes
+    /// through them; past the limit the oldest sessions' files are closed,
+    /// and such a session's next append goes the whole way and keeps them
+    /// again.
+    #[test]
+    fn no_more_sessions_than_the_limit_keep_their_files_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = FileStore::open(dir.path()).unwrap();
+        store.max_kept = 3;
+        let sessions: Vec<SessionRef> = (0..5)
+            .map(|i| {
+                let new = NewSession::new("default").with_key(format!("s{i}"));
+                store.create(&new).unwrap().reference()
+            })
+            .collect();
+        let hi = |n: usize| [Message::user("hi").with_id(format!("m{n}"))];
+        for (n, session) in sessions.iter().enumerate() {
+            store.append(session, &hi(n)).unwrap();
+            assert!(is_kept(&store, session));
+            assert!(kept_count(&store) <= 3);
+        }
+        assert!(!is_kept(&store, &sessions[0]) && !is_kept(&store, &sessions[1]));
+        for (n, session) in sessions.iter().enumerate() {
+            let meta = store.append(session, &hi(n + 10)).unwrap();
+            assert_eq!(meta.message_count, 2);
+            assert!(is_kept(&store, session));
+            assert!(kept_count(&store) <= 3);
+            assert_eq!(store.get(session).unwrap().unwrap().message_count, 2);
+            assert_eq!(store.load(session).unwrap().messages.len(), 2);
+        }
     }
 }

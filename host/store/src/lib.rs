@@ -215,6 +215,30 @@ impl NewSession {
     }
 }
 
+/// A session's version: every write changes it (an append the count and
+/// `updated`, a clear the count and checkpoints, a checkpoint their number),
+/// so a caller that keeps something derived from the log knows it is stale
+/// when the version is not the one it was made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionVersion {
+    /// [`SessionMeta::message_count`].
+    pub message_count: u64,
+    /// [`SessionMeta::updated`].
+    pub updated: DateTime<Utc>,
+    /// How many checkpoints [`SessionMeta::checkpoints`] holds.
+    pub checkpoints: usize,
+}
+
+/// What [`SessionStore::append_versioned`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// The session's version just before the write, read under the lock the
+    /// write held.
+    pub before: SessionVersion,
+    /// The metadata after it.
+    pub meta: SessionMeta,
+}
+
 /// Everything a store knows about a session but its messages.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionMeta {
@@ -249,6 +273,17 @@ impl SessionMeta {
     /// The reference to this session, by id.
     pub fn reference(&self) -> SessionRef {
         SessionRef::Id(self.id)
+    }
+
+    /// What this metadata says of the log: two reads with one version saw
+    /// the same log, unless a writer changed it within one tick of the
+    /// store's clock.
+    pub fn version(&self) -> SessionVersion {
+        SessionVersion {
+            message_count: self.message_count,
+            updated: self.updated,
+            checkpoints: self.checkpoints.len(),
+        }
     }
 
     /// Core's view of the session, for the pipeline and export.
@@ -640,6 +675,37 @@ pub trait SessionStore: Send + Sync {
     /// before this returns (the file store writes it in steps); a copier
     /// verifies it after.
     fn import(&self, meta: &SessionMeta, messages: &[Message]) -> Result<SessionMeta>;
+
+    /// [`append`](SessionStore::append), also saying what version the
+    /// session had just before the write. The file store and SQLite read it
+    /// under the lock (in the transaction) the write holds, so no other
+    /// write falls between the two: a caller that keeps something derived
+    /// from the log (a server's context window) and knows which version it
+    /// was made from can tell that only these messages were added.
+    ///
+    /// The default reads the metadata, then appends: another writer can come
+    /// between, and the two versions then differ by more than this append.
+    ///
+    /// ```
+    /// use agent_host_core::Message;
+    /// use agent_host_store::{FileStore, NewSession, SessionStore};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FileStore::open(dir.path())?;
+    /// let meta = store.create(&NewSession::new("default"))?;
+    /// let appended = store.append_versioned(&meta.reference(), &[Message::user("hi").with_id("m1")])?;
+    /// assert_eq!(appended.before, meta.version());
+    /// assert_eq!(appended.meta.message_count, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn append_versioned(&self, session: &SessionRef, messages: &[Message]) -> Result<Appended> {
+        let before = self
+            .get(session)?
+            .ok_or_else(|| StoreError::NotFound(session.clone()))?
+            .version();
+        let meta = self.append(session, messages)?;
+        Ok(Appended { before, meta })
+    }
 
     /// Loads every message. A malformed line is skipped and reported in
     /// [`History::warnings`], never silently dropped.

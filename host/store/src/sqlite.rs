@@ -53,7 +53,7 @@ use uuid::Uuid;
 
 use super::tail::start_in;
 use super::{
-    History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
+    Appended, History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
     SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, idle_cutoff,
     leads,
 };
@@ -500,6 +500,11 @@ impl SessionStore for SqliteStore {
     }
 
     fn append(&self, session: &SessionRef, messages: &[Message]) -> Result<SessionMeta> {
+        self.append_versioned(session, messages)
+            .map(|appended| appended.meta)
+    }
+
+    fn append_versioned(&self, session: &SessionRef, messages: &[Message]) -> Result<Appended> {
         // Serialized before the lock is taken.
         let lines = lines_of(session, messages)?;
         let action = "cannot append to";
@@ -507,8 +512,9 @@ impl SessionStore for SqliteStore {
             |e| self.fail(session, action, e),
             |tx| {
                 let mut meta = self.existing(tx, session, action)?;
+                let before = meta.version();
                 if lines.is_empty() {
-                    return Ok(meta);
+                    return Ok(Appended { before, meta });
                 }
                 let id = meta.id.to_string();
                 let fail = |e| self.fail(session, action, e);
@@ -529,7 +535,7 @@ impl SessionStore for SqliteStore {
                 meta.message_count += lines.len() as u64;
                 meta.updated = meta.updated.max(self.now());
                 self.update(tx, &meta, action)?;
-                Ok(meta)
+                Ok(Appended { before, meta })
             },
         )
     }

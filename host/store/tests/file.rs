@@ -528,3 +528,109 @@ fn clear_child() {
         .with_clock(TestClock::new().source());
     store.clear(&SessionRef::key("default", "chat")).unwrap();
 }
+
+/// The ids of `messages`, in order.
+fn ids(messages: &[Message]) -> Vec<&str> {
+    messages.iter().map(|m| m.id.as_str()).collect()
+}
+
+/// Two stores on one folder stand for two processes. The first keeps its
+/// files open between appends; whatever the second does in between (an
+/// append, a rename, a checkpoint, a torn line, a clear, a delete), the
+/// first's next append sees it: the version before its write is the
+/// other's, the metadata it returns carries the change, and the log, the
+/// count and the state record stay right.
+#[test]
+fn appends_through_kept_files_see_every_other_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = FileStore::open(dir.path().join("store")).unwrap();
+    let b = FileStore::open(dir.path().join("store")).unwrap();
+    let session = a.create(&keyed("chat")).unwrap().reference();
+    let files = a.files(&session).unwrap();
+    let mut expected: Vec<Message> = Vec::new();
+    let append = |store: &FileStore, expected: &mut Vec<Message>, who: usize, n: usize| {
+        let messages = turn(who, n);
+        let appended = store.append_versioned(&session, &messages).unwrap();
+        expected.extend(messages);
+        appended
+    };
+    let first = append(&a, &mut expected, 0, 0);
+    // (Else the other store would wait for the lock for ever.)
+    assert_unlocked(&files.log, "after an append");
+    let second = append(&a, &mut expected, 0, 1);
+    assert_eq!(second.before, first.meta.version());
+    let other = append(&b, &mut expected, 1, 0);
+    let third = append(&a, &mut expected, 0, 2);
+    assert_eq!(third.before, other.meta.version(), "the other append");
+    assert_eq!(third.meta.message_count, 12);
+
+    let renamed = b.rename(&session, Some("renamed")).unwrap();
+    let fourth = append(&a, &mut expected, 0, 3);
+    assert_eq!(fourth.before, renamed.version(), "the rename");
+    assert_eq!(fourth.meta.title.as_deref(), Some("renamed"));
+
+    let marked = b.write_checkpoint(&session, &checkpoint(1)).unwrap();
+    let fifth = append(&a, &mut expected, 0, 4);
+    assert_eq!(fifth.before, marked.version(), "the checkpoint");
+    assert_eq!(fifth.meta.checkpoints, vec![checkpoint(1)]);
+
+    // A writer killed half-way through a line: the next append moves it to
+    // the sidecar before writing, never glues onto it.
+    append_raw(&files.log, b"{\"type\":\"user\",\"id\":\"torn");
+    let sixth = append(&a, &mut expected, 0, 5);
+    assert_eq!(sixth.meta.message_count, 21);
+    let history = b.load(&session).unwrap();
+    assert_eq!(ids(&history.messages), ids(&expected));
+    assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+
+    b.clear(&session).unwrap();
+    expected.clear();
+    let seventh = append(&a, &mut expected, 0, 6);
+    assert_eq!(seventh.before.message_count, 0, "the clear");
+    assert_eq!(seventh.meta.message_count, 3);
+    assert!(seventh.meta.checkpoints.is_empty());
+    let eighth = append(&a, &mut expected, 0, 7);
+    assert_eq!(eighth.before, seventh.meta.version());
+    let history = b.load(&session).unwrap();
+    assert_eq!(ids(&history.messages), ids(&expected));
+    assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+    // The state record (what `get` reads) has every append's count.
+    assert_eq!(b.get(&session).unwrap().unwrap().message_count, 6);
+
+    // Deleted and made again elsewhere: the first store appends to the new
+    // session, never into the deleted files it had open.
+    let by_key = SessionRef::key("default", "chat");
+    a.append(&by_key, &turn(0, 8)).unwrap();
+    b.delete(&session).unwrap();
+    let again = b.create(&keyed("chat")).unwrap();
+    assert!(matches!(
+        a.append(&session, &turn(0, 9)),
+        Err(StoreError::NotFound(_))
+    ));
+    let tenth = a.append(&by_key, &turn(0, 10)).unwrap();
+    assert_eq!(tenth.id, again.id);
+    assert_eq!(tenth.message_count, 3);
+    assert_eq!(b.load(&by_key).unwrap().messages.len(), 3);
+}
+
+/// The log an append keeps open is not kept locked: another process can
+/// take its exclusive lock as soon as the append returns.
+#[test]
+fn a_kept_log_is_not_left_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path().join("store")).unwrap();
+    let session = store.create(&keyed("chat")).unwrap().reference();
+    let log = store.files(&session).unwrap().log;
+    for n in 0..3 {
+        store.append(&session, &turn(0, n)).unwrap();
+        assert_unlocked(&log, &format!("after append {n}"));
+    }
+}
+
+/// Fails unless the log at `path` can be locked exclusively right now.
+fn assert_unlocked(path: &Path, context: &str) {
+    let other = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    other
+        .try_lock()
+        .unwrap_or_else(|e| panic!("{context}: the log stayed locked: {e}"));
+}

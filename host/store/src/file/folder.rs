@@ -54,6 +54,8 @@ pub(super) enum OpenAs {
     Append { create: bool },
     /// Write in place, made (`0600`) when missing.
     Overwrite,
+    /// Write in place a file that exists.
+    Write,
     /// Write a file that must not exist yet (`0600`).
     CreateNew,
 }
@@ -87,6 +89,47 @@ impl fmt::Display for Refusal {
 }
 
 impl std::error::Error for Refusal {}
+
+/// What a file or folder was at one moment: which one (device and inode),
+/// its length, and when its content and its inode last changed. A file
+/// replaced by a rename has another inode; one written in place, another
+/// length or change time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Stamp {
+    dev: u64,
+    ino: u64,
+    /// The length in bytes.
+    pub len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl Stamp {
+    /// What the open `file` is now.
+    #[cfg(unix)]
+    pub fn of(file: &File) -> io::Result<Stamp> {
+        Ok(Stamp::from(&rustix::fs::fstat(file)?))
+    }
+
+    /// Whether both are the same file (whatever its content).
+    pub fn same_file(&self, other: &Stamp) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
+}
+
+#[cfg(unix)]
+impl From<&rustix::fs::Stat> for Stamp {
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+    fn from(stat: &rustix::fs::Stat) -> Self {
+        Stamp {
+            dev: stat.st_dev as u64,
+            ino: stat.st_ino as u64,
+            len: u64::try_from(stat.st_size).unwrap_or(0),
+            modified: (stat.st_mtime as i64, stat.st_mtime_nsec as i64),
+            changed: (stat.st_ctime as i64, stat.st_ctime_nsec as i64),
+        }
+    }
+}
 
 /// An open folder beneath (or at) the store's root.
 pub(super) struct Folder {
@@ -205,6 +248,7 @@ impl Folder {
                 OpenAs::Append { create: false } => OFlags::RDWR | OFlags::APPEND,
                 OpenAs::Append { create: true } => OFlags::RDWR | OFlags::APPEND | OFlags::CREATE,
                 OpenAs::Overwrite => OFlags::WRONLY | OFlags::CREATE,
+                OpenAs::Write => OFlags::WRONLY,
                 OpenAs::CreateNew => OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
             };
             let flags =
@@ -229,7 +273,10 @@ impl Folder {
             if how != OpenAs::CreateNew {
                 match self.check_kind(name, Kind::File) {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        if matches!(how, OpenAs::Read | OpenAs::Append { create: false }) {
+                        if matches!(
+                            how,
+                            OpenAs::Read | OpenAs::Append { create: false } | OpenAs::Write
+                        ) {
                             return Err(e);
                         }
                     }
@@ -241,6 +288,7 @@ impl Folder {
                 OpenAs::Read => options.read(true),
                 OpenAs::Append { create } => options.read(true).append(true).create(create),
                 OpenAs::Overwrite => options.write(true).create(true),
+                OpenAs::Write => options.write(true),
                 OpenAs::CreateNew => options.write(true).create_new(true),
             };
             let file = options.open(self.path(name))?;
@@ -279,6 +327,24 @@ impl Folder {
             let _ = file;
             self.exists(name)
         }
+    }
+
+    /// What `name` in this folder is now (not following a link), or `None`
+    /// when there is nothing by that name.
+    #[cfg(unix)]
+    pub fn stamp(&self, name: impl AsRef<OsStr>) -> io::Result<Option<Stamp>> {
+        let name = checked(name.as_ref())?;
+        match rustix::fs::statat(&self.fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(Stamp::from(&stat))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// What this folder is.
+    #[cfg(unix)]
+    pub fn own_stamp(&self) -> io::Result<Stamp> {
+        Ok(Stamp::from(&rustix::fs::fstat(&self.fd)?))
     }
 
     /// Whether anything (a link included, not followed) is named `name` here.

@@ -150,22 +150,32 @@ pub(super) fn write_state(
     durable: bool,
     ctx: &str,
 ) -> Result<()> {
-    let path = loc.state();
+    let written = dir
+        .open(loc.file(STATE), OpenAs::Overwrite)
+        .and_then(|out| overwrite_state(&out, meta, durable));
+    written.map_err(|e| {
+        io_error(
+            &format!("{ctx}: cannot write the state record"),
+            &loc.state(),
+            e,
+        )
+    })
+}
+
+/// Overwrites the open state record `out` with one write at offset 0,
+/// `fdatasync`ed when `durable`.
+pub(super) fn overwrite_state(out: &File, meta: &SessionMeta, durable: bool) -> io::Result<()> {
     let record = encode_state(meta);
-    let written = (|| {
-        let out = dir.open(loc.file(STATE), OpenAs::Overwrite)?;
-        #[cfg(unix)]
-        std::os::unix::fs::FileExt::write_all_at(&out, &record, 0)?;
-        #[cfg(not(unix))]
-        {
-            let mut out = &out;
-            out.seek(SeekFrom::Start(0))?;
-            out.write_all(&record)?;
-        }
-        if durable {
-            out.sync_data()?;
-        }
-        Ok::<_, io::Error>(())
-    })();
-    written.map_err(|e| io_error(&format!("{ctx}: cannot write the state record"), &path, e))
+    #[cfg(unix)]
+    std::os::unix::fs::FileExt::write_all_at(out, &record, 0)?;
+    #[cfg(not(unix))]
+    {
+        let mut out = out;
+        out.seek(SeekFrom::Start(0))?;
+        out.write_all(&record)?;
+    }
+    if durable {
+        out.sync_data()?;
+    }
+    Ok(())
 }
