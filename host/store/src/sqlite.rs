@@ -53,9 +53,9 @@ use uuid::Uuid;
 
 use super::tail::start_in;
 use super::{
-    Appended, History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
-    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, idle_cutoff,
-    leads,
+    Appended, History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta,
+    SessionPage, SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain,
+    idle_cutoff, leads,
 };
 
 /// The schema version this build writes, kept in `PRAGMA user_version`.
