@@ -37,6 +37,11 @@ impl Default for Bus {
 }
 
 impl Bus {
+    /// Whether anyone listens (else a publish is dropped).
+    pub fn has_listeners(&self) -> bool {
+        self.sender.receiver_count() > 0
+    }
+
     /// Publishes `event` about `session` with `data`.
     pub fn publish(&self, event: &str, session: Option<Uuid>, data: Value) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
