@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::de;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::message::Message;
 
@@ -378,6 +378,34 @@ impl LineReader {
     }
 }
 
+/// [`parse_detected`] of a JSON document already parsed: what it gives for
+/// the document's text, without reading that text again (a server has the
+/// request's JSON in hand).
+///
+/// ```
+/// use agent_host_core::format::{self, Format};
+///
+/// let value = serde_json::json!([{"role": "user", "content": "hi"}]);
+/// let (format, transcript) = format::parse_detected_value(value.clone())?;
+/// assert_eq!(format, Format::OpenAi);
+/// assert_eq!(transcript, format::parse_detected(&value.to_string())?.1);
+/// # Ok::<(), format::FormatError>(())
+/// ```
+pub fn parse_detected_value(value: Value) -> Result<(Format, Transcript), FormatError> {
+    // A single record reads as one JSONL line (its text, whole).
+    if let Value::Object(record) = &value
+        && let Some(format) = detect_record(record)
+    {
+        return Ok((format, parse(format, &value.to_string())?));
+    }
+    let format = classify_document(&value)?;
+    let messages = match format {
+        Format::Anthropic => anthropic::from_value(value)?,
+        _ => openai::from_value(value)?,
+    };
+    Ok((format, Transcript::from_messages(messages)))
+}
+
 /// Writes messages in the given format. Claude Code is import-only.
 pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError> {
     match format {
@@ -497,6 +525,22 @@ fn detect_jsonl(text: &str) -> Option<Format> {
     if claude_code {
         Some(Format::ClaudeCode)
     } else if jsonl::LINE_TYPES.contains(&kind.as_str()) {
+        Some(Format::Jsonl)
+    } else {
+        None
+    }
+}
+
+/// The JSONL format whose first record, already parsed, `record` can be.
+fn detect_record(record: &Map<String, Value>) -> Option<Format> {
+    let kind = record.get("type").and_then(Value::as_str)?;
+    let claude_code = record.contains_key("sessionId")
+        || record.contains_key("parentUuid")
+        || record.contains_key("leafUuid")
+        || (record.contains_key("message") && record.contains_key("uuid"));
+    if claude_code {
+        Some(Format::ClaudeCode)
+    } else if jsonl::LINE_TYPES.contains(&kind) {
         Some(Format::Jsonl)
     } else {
         None
@@ -686,6 +730,31 @@ mod tests {
         ];
         for (text, expected) in cases {
             assert_eq!(Format::detect(text).unwrap(), expected, "{text}");
+        }
+    }
+
+    /// A parsed document reads as its text does: the same format and
+    /// messages, or the same error.
+    #[test]
+    fn a_parsed_document_reads_as_its_text() {
+        let documents = [
+            r#"{"type":"user","id":"m1","content":"hi"}"#,
+            r#"{"type":"user","uuid":"u","sessionId":"s","message":{"role":"user","content":"hi"}}"#,
+            r#"[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]"#,
+            r#"{"system":"be brief","messages":[{"role":"user","content":"hi"}]}"#,
+            r#"[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}]"#,
+            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}]"#,
+            r#"{"type":"nonsense"}"#,
+            r#"[{"role":"robot","content":"hi"}]"#,
+            "42",
+            "[]",
+        ];
+        for text in documents {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let from_value = parse_detected_value(value).map_err(|e| e.to_string());
+            let from_text = parse_detected(text).map_err(|e| e.to_string());
+            assert_eq!(from_value, from_text, "{text}");
         }
     }
 

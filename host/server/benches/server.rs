@@ -11,7 +11,9 @@
 //!   concurrent clients, on distinct sessions and on one session: every
 //!   cell is the median of `BENCH_ROUNDS` rounds (3 by default) run one
 //!   after the other (the raw rate too), and each ratio is of medians; the
-//!   rounds' own figures are printed first;
+//!   rounds' own figures are printed first, with the machine's load
+//!   average, and the CPU time the process (clients and server) spent per
+//!   append: what bounds the rate once the cores are busy;
 //! - `GET /v1/sessions/{id}/context` latency p50/p99 on sessions of 1,000,
 //!   10,000 and 100,000 messages (filled through the store, as another
 //!   process would): 1,000 repeated reads, and 200 reads each right after
@@ -68,9 +70,28 @@ fn raw_fsync_rate(dir: &std::path::Path, seconds: f64) -> f64 {
     rate
 }
 
+/// The CPU time this process has used (user and system), in seconds, from
+/// `/proc/self/stat` (in ticks of USER_HZ, 100 a second); `None` elsewhere.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (in parentheses): state is the
+    // first, utime the 12th and stime the 13th.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// An append run: the rate, and the CPU time the whole process (clients
+/// and server) spent per append, in microseconds.
+#[derive(Clone, Copy)]
+struct Rate {
+    per_second: f64,
+    cpu_us: Option<f64>,
+}
+
 /// Appends per second by `clients` concurrent clients, each on its own
 /// session or all on one.
-async fn append_rate(run: &Running, clients: usize, distinct: bool, seconds: f64) -> f64 {
+async fn append_rate(run: &Running, clients: usize, distinct: bool, seconds: f64) -> Rate {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(clients)
         .build()
@@ -93,6 +114,7 @@ async fn append_rate(run: &Running, clients: usize, distinct: bool, seconds: f64
     }
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    let cpu = cpu_seconds();
     let started = Instant::now();
     let tasks: Vec<_> = sessions
         .into_iter()
@@ -114,10 +136,14 @@ async fn append_rate(run: &Running, clients: usize, distinct: bool, seconds: f64
     stop.store(true, Ordering::Relaxed);
     let counted = done.load(Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu = cpu.zip(cpu_seconds()).map(|(before, after)| after - before);
     for t in tasks {
         t.await.unwrap();
     }
-    counted as f64 / elapsed
+    Rate {
+        per_second: counted as f64 / elapsed,
+        cpu_us: cpu.map(|cpu| cpu / counted.max(1) as f64 * 1e6),
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -189,6 +215,15 @@ async fn context_latency(run: &Running, id: uuid::Uuid, reads: usize, cold: usiz
         percentile(&first, 0.5),
         percentile(&first, 0.99),
     ]
+}
+
+/// The 1, 5 and 15 minute load averages of the machine (other processes
+/// share its cores), or `?`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 /// The median of `values`.
@@ -291,32 +326,48 @@ fn main() {
         let run = start(&dir.path().join("store"), ServerConfig::default()).await;
         if runs("appends") {
             const CLIENTS: [usize; 3] = [1, 16, 256];
+            println!("load average before: {}", load_average());
             // Per round: the raw rate, then (distinct, one) per client count.
             let mut fsync = Vec::new();
-            let mut rates = vec![[Vec::new(), Vec::new()]; CLIENTS.len()];
+            let mut rates: Vec<[Vec<Rate>; 2]> = vec![[Vec::new(), Vec::new()]; CLIENTS.len()];
             for round in 1..=rounds {
                 fsync.push(raw_fsync_rate(dir.path(), seconds));
                 let mut line = format!("round {round}: raw {:.0}/s", fsync[round - 1]);
                 for (c, &clients) in CLIENTS.iter().enumerate() {
                     let d = append_rate(&run, clients, true, seconds).await;
                     let o = append_rate(&run, clients, false, seconds).await;
+                    line.push_str(&format!(
+                        "; {clients}: {:.0} / {:.0}",
+                        d.per_second, o.per_second
+                    ));
                     rates[c][0].push(d);
                     rates[c][1].push(o);
-                    line.push_str(&format!("; {clients}: {d:.0} / {o:.0}"));
                 }
                 println!("{line}");
             }
+            println!("load average after: {}", load_average());
             println!();
             println!("raw write+fdatasync, one thread: {:.0}/s (baseline)", median(&fsync));
-            println!("| clients | distinct sessions: appends/s | x one client | one session: appends/s | x one client |");
-            println!("|---:|---:|---:|---:|---:|");
-            let single = [median(&rates[0][0]), median(&rates[0][1])];
+            println!("| clients | distinct sessions: appends/s | x one client | CPU per append | one session: appends/s | x one client | CPU per append |");
+            println!("|---:|---:|---:|---:|---:|---:|---:|");
+            let rate = |runs: &[Rate]| median(&runs.iter().map(|r| r.per_second).collect::<Vec<_>>());
+            let cpu = |runs: &[Rate]| {
+                let cpu: Vec<f64> = runs.iter().filter_map(|r| r.cpu_us).collect();
+                if cpu.is_empty() {
+                    "?".to_owned()
+                } else {
+                    format!("{:.0} us", median(&cpu))
+                }
+            };
+            let single = [rate(&rates[0][0]), rate(&rates[0][1])];
             for (c, clients) in CLIENTS.iter().enumerate() {
-                let (d, o) = (median(&rates[c][0]), median(&rates[c][1]));
+                let (d, o) = (rate(&rates[c][0]), rate(&rates[c][1]));
                 println!(
-                    "| {clients} | {d:.0} | {:.1} | {o:.0} | {:.1} |",
+                    "| {clients} | {d:.0} | {:.1} | {} | {o:.0} | {:.1} | {} |",
                     d / single[0],
-                    o / single[1]
+                    cpu(&rates[c][0]),
+                    o / single[1],
+                    cpu(&rates[c][1]),
                 );
             }
             println!();

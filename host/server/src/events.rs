@@ -67,6 +67,12 @@ impl Default for Bus {
 }
 
 impl Bus {
+    /// Whether anyone listens, here or (for a shared store) on another
+    /// instance; else a publish is dropped and need not be built.
+    pub fn has_listeners(&self) -> bool {
+        self.sender.receiver_count() > 0 || self.shared.get().is_some()
+    }
+
     /// Announces the [`SHARED_EVENTS`] published from now on to the other
     /// instances sharing `store`.
     pub(crate) fn share(&self, store: Arc<dyn agent_host_store::SessionStore>) {

@@ -65,18 +65,23 @@ pub(crate) fn saved(
 ) -> SessionView {
     let view = recorded(state, meta, Change::Active);
     state.metrics.append(messages.len());
-    let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-    state.bus.publish(
-        "session_saved",
-        Some(meta.id),
-        json!({"ids": ids, "message_count": meta.message_count}),
-    );
-    state.hooks.fire(HookEvent::new(
-        HookKind::SessionSave,
-        view.clone(),
-        messages,
-        channel,
-    ));
+    // Built only for a listener or a hook: an append is the hot path.
+    if state.bus.has_listeners() {
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        state.bus.publish(
+            "session_saved",
+            Some(meta.id),
+            json!({"ids": ids, "message_count": meta.message_count}),
+        );
+    }
+    if !state.hooks.is_empty() {
+        state.hooks.fire(HookEvent::new(
+            HookKind::SessionSave,
+            view.clone(),
+            messages,
+            channel,
+        ));
+    }
     view
 }
 

@@ -426,7 +426,7 @@ fn messages_of(body: AppendMessages, session: &SessionView) -> ApiResult<Vec<Mes
             ));
         }
         Some(format) => format::parse(format, &document.to_string())?.messages,
-        None => format::parse_detected(&document.to_string())?.1.messages,
+        None => format::parse_detected_value(document)?.1.messages,
     };
     if parsed.is_empty() {
         return Err(ApiError::invalid("body.messages", "nothing to append"));

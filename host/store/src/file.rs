@@ -194,6 +194,8 @@ struct OpenLog {
     log_stamp: Stamp,
     meta_stamp: Stamp,
     state_stamp: Stamp,
+    /// The names of the log, metadata and state record in the folder.
+    names: [String; 3],
 }
 
 /// The file store; see the module docs for the layout and the guarantees.
@@ -722,6 +724,7 @@ impl FileStore {
                 };
                 let state = dir.open(loc.file(STATE), OpenAs::Write)?;
                 let open = OpenLog {
+                    names: [loc.file(LOG), loc.file(META), loc.file(STATE)],
                     folder_stamp: dir.own_stamp()?,
                     log_stamp: Stamp::of(&log)?,
                     state_stamp: Stamp::of(&state)?,
@@ -802,14 +805,15 @@ impl FileStore {
         if !session.matches(&open.meta.meta) {
             return Ok(None);
         }
-        let ctx = format!("session {session}");
-        let path = loc.log();
+        // Made only for an error: an append that goes well formats nothing.
+        let failed =
+            |what: &str, path: &Path, e| io_error(&format!("session {session}: {what}"), path, e);
         open.log
             .lock()
-            .map_err(|e| io_error(&format!("{ctx}: cannot lock"), &path, e))?;
+            .map_err(|e| failed("cannot lock", &loc.log(), e))?;
         let unchanged = self
             .kept_unchanged(open, loc)
-            .map_err(|e| io_error(&format!("{ctx}: cannot check"), &path, e))?;
+            .map_err(|e| failed("cannot check", &loc.log(), e))?;
         if !unchanged {
             return Ok(None);
         }
@@ -821,7 +825,7 @@ impl FileStore {
         if let Err(e) = written {
             // Never leave half a turn for the next append to glue onto.
             let _ = cut(&open.log, end);
-            return Err(io_error(&format!("{ctx}: cannot append to"), &path, e));
+            return Err(failed("cannot append to", &loc.log(), e));
         }
         open.log_stamp.len = end + buf.len() as u64;
         let meta = &mut open.meta.meta;
@@ -830,11 +834,7 @@ impl FileStore {
         // The messages are durable: a failed refresh only delays the count,
         // which the next load reconciles from the log.
         if let Err(e) = overwrite_state(&open.state, meta, false) {
-            let e = io_error(
-                &format!("{ctx}: cannot write the state record"),
-                &loc.state(),
-                e,
-            );
+            let e = failed("cannot write the state record", &loc.state(), e);
             tracing::warn!("{}", error_chain(&e));
         }
         Ok(Some(Appended {
@@ -848,14 +848,15 @@ impl FileStore {
     #[cfg(unix)]
     fn kept_unchanged(&self, open: &OpenLog, loc: &Location) -> io::Result<bool> {
         let same = |found: Option<Stamp>, kept: &Stamp| found.is_some_and(|s| s.same_file(kept));
+        let [log, meta, state] = &open.names;
         Ok(
             same(self.sessions_dir.stamp(&loc.folder)?, &open.folder_stamp)
                 && open
                     .dir
-                    .stamp(loc.file(LOG))?
+                    .stamp(log)?
                     .is_some_and(|s| s.same_file(&open.log_stamp) && s.len == open.log_stamp.len)
-                && open.dir.stamp(loc.file(META))? == Some(open.meta_stamp)
-                && same(open.dir.stamp(loc.file(STATE))?, &open.state_stamp),
+                && open.dir.stamp(meta)? == Some(open.meta_stamp)
+                && same(open.dir.stamp(state)?, &open.state_stamp),
         )
     }
 
