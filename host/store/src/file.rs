@@ -55,7 +55,7 @@
 //! an error, as before: a person should see it, not have it papered over.
 //!
 //! **Kept files.** An append leaves the session's folder, log and state
-//! record open, with the metadata as it wrote it (for up to [`MAX_KEPT`]
+//! record open, with the metadata as it wrote it (for up to `MAX_KEPT`
 //! sessions, fewer under a low limit on open files; the oldest are closed
 //! first). The next append to that session takes the log's `flock` on the
 //! kept handle and checks with one `fstatat` each that the folder, the log
@@ -1354,7 +1354,7 @@ impl SessionStore for FileStore {
     }
 
     /// Through the files the session's last append kept open when nothing
-    /// changed since (see [`OpenLog`]), else the whole way: open, lock,
+    /// changed since (see `OpenLog`), else the whole way: open, lock,
     /// read the metadata, mend a torn tail, write, sync, refresh the state
     /// record, and keep the files open for the next one.
     fn append_versioned(&self, session: &SessionRef, messages: &[Message]) -> Result<Appended> {
