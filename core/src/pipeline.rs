@@ -17,7 +17,7 @@
 //! returns a view plus what to append. It is pure and deterministic: the time
 //! comes in as an argument.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 
 use chrono::{DateTime, Utc};
 
@@ -181,265 +181,346 @@ pub fn compact(
     summarizer: Option<&dyn Summarizer>,
     now: DateTime<Utc>,
 ) -> Compaction {
-    compact_partial(log, 0, checkpoint, config, counter, summarizer, now)
+    let run = Run {
+        log,
+        hidden: 0,
+        checkpoint,
+        config,
+        counter,
+    };
+    run.compact(summarizer, now, true)
+        .into_compaction()
+        .expect("a view is made when asked for")
 }
 
-/// [`compact`] over a log some of whose messages since the checkpoint are
-/// not given: `hidden` of them lie before the messages `log` holds after its
-/// system prompt and checkpoint pair ([`crate::window::LogWindow`] keeps such
-/// a log). They only count towards the number of messages since the
+/// A pipeline run over a log of which `hidden` messages since the
+/// checkpoint are not given: they lie before the messages `log` holds after
+/// its system prompt and checkpoint pair ([`crate::window::LogWindow`] keeps
+/// such a log). They only count towards the number of messages since the
 /// checkpoint, which is right when the pipeline stops reading before them
 /// (the caller makes sure of it) and no summary is made (it would cover
 /// them).
-pub(crate) fn compact_partial(
-    log: &[Message],
-    hidden: usize,
-    checkpoint: Option<&Checkpoint>,
-    config: &PipelineConfig,
-    counter: &dyn TokenCounter,
-    summarizer: Option<&dyn Summarizer>,
-    now: DateTime<Utc>,
-) -> Compaction {
-    let split = split_log(log, checkpoint);
-    let system: Vec<Message> = log[..split.system_end].to_vec();
-    let mut summary: Vec<Message> = split
-        .summary
-        .map_or_else(Vec::new, |(b, s)| vec![log[b].clone(), log[s].clone()]);
-    let tokens_of = |ms: &[Message]| ms.iter().map(|m| u64::from(m.tokens(counter))).sum::<u64>();
-    let fixed_tokens = tokens_of(&system) + tokens_of(&summary);
-    let available = u64::from(config.budget.available().max(1));
+pub(crate) struct Run<'a> {
+    pub log: &'a [Message],
+    pub hidden: usize,
+    pub checkpoint: Option<&'a Checkpoint>,
+    pub config: &'a PipelineConfig,
+    pub counter: &'a dyn TokenCounter,
+}
 
-    // The messages since the checkpoint, read from the end only as far as a
-    // threshold can depend on: a turn costs what the new messages cost, not
-    // what the whole log costs.
-    let tail = history_tail(log, &split, config, counter);
-    debug_assert!(
-        hidden == 0 || (tail.stopped && summarizer.is_none()),
-        "hidden messages the pipeline would have read"
-    );
-    let messages_since_summary = tail.since_checkpoint + hidden;
-    let tokens_since_summary = fixed_tokens + tail.tokens;
-    // A summary needs every message since the checkpoint; otherwise only the
-    // window can reach the view.
-    let summarizing = summarizer.is_some()
-        && config.summary.as_ref().is_some_and(|sc| {
-            config.force_summary
-                || sc
-                    .trigger(
-                        messages_since_summary,
-                        tokens_since_summary,
-                        config.budget.context_limit,
-                    )
-                    .is_some()
-        });
-    let from = if summarizing { split.start } else { tail.start };
-    let usage = tokens_since_summary as f64 / available as f64;
-    let prune_config = config.prune.as_ref().map(|c| {
-        if config.aggressive {
-            c.aggressive()
-        } else {
-            c.clone()
-        }
-    });
-    // With no summary to make, history that no stage would change is not
-    // copied: the view takes the messages it packs straight from the log.
-    let read = &log[from..];
-    let unchanged = (summarizer.is_none() || config.summary.is_none())
-        && read
-            .iter()
-            .enumerate()
-            .all(|(k, m)| split.is_candidate(from + k, m))
-        && (!config.repair || repair::is_repaired(read))
-        && config
-            .doom_loop
-            .as_ref()
-            .is_none_or(|c| doom_loop::detect(read, c).is_empty())
-        && prune_config
-            .as_ref()
-            .is_none_or(|c| !prune::would_prune(read, usage, c));
+/// What a [`Run`] made: a compaction whose view is `None` when it was not
+/// asked for and could be counted without making it.
+pub(crate) struct Outcome {
+    pub view: Option<Vec<Message>>,
+    pub append: Vec<Message>,
+    pub checkpoint: Option<Checkpoint>,
+    pub report: PipelineReport,
+}
 
-    let mut repairs = Vec::new();
-    let mut doom_loops = Vec::new();
-    let mut pruned = Vec::new();
-    let mut append = Vec::new();
-    let mut new_checkpoint = None;
-    let mut summary_outcome = SummaryOutcome::Skipped;
-    let (messages, loaded): (Cow<'_, [Message]>, usize) = if unchanged {
-        (Cow::Borrowed(read), read.len())
-    } else {
-        let mut messages: Vec<Message> = Vec::with_capacity(read.len());
-        messages.extend(
-            (from..log.len())
-                .filter(|&i| split.is_candidate(i, &log[i]))
-                .map(|i| log[i].clone()),
+impl Outcome {
+    /// The compaction, when the view was made.
+    pub fn into_compaction(self) -> Option<Compaction> {
+        Some(Compaction {
+            view: self.view?,
+            append: self.append,
+            checkpoint: self.checkpoint,
+            report: self.report,
+        })
+    }
+}
+
+impl Run<'_> {
+    /// [`compact`]; the view made only when `want_view` or it cannot be
+    /// counted from the log (the stages changed it, or it must be
+    /// truncated).
+    pub fn compact(
+        &self,
+        summarizer: Option<&dyn Summarizer>,
+        now: DateTime<Utc>,
+        want_view: bool,
+    ) -> Outcome {
+        let Run {
+            log,
+            hidden,
+            checkpoint,
+            config,
+            counter,
+        } = *self;
+        let split = split_log(log, checkpoint);
+        let system: Vec<Message> = log[..split.system_end].to_vec();
+        let mut summary: Vec<Message> = split
+            .summary
+            .map_or_else(Vec::new, |(b, s)| vec![log[b].clone(), log[s].clone()]);
+        let tokens_of =
+            |ms: &[Message]| ms.iter().map(|m| u64::from(m.tokens(counter))).sum::<u64>();
+        let fixed_tokens = tokens_of(&system) + tokens_of(&summary);
+        let available = u64::from(config.budget.available().max(1));
+
+        // The messages since the checkpoint, read from the end only as far as a
+        // threshold can depend on: a turn costs what the new messages cost, not
+        // what the whole log costs.
+        let tail = history_tail(log, &split, config, counter);
+        debug_assert!(
+            hidden == 0 || (tail.stopped && summarizer.is_none()),
+            "hidden messages the pipeline would have read"
         );
-        let loaded = messages.len();
-        if config.repair {
-            let repaired;
-            (repaired, repairs) = repair::repair(messages);
-            messages = repaired;
-        }
-        if let Some(c) = &config.doom_loop {
-            doom_loops = doom_loop::inject_warnings(&mut messages, c);
-        }
-        if let Some(c) = &prune_config {
-            pruned = prune::prune(&mut messages, usage, c);
-        }
-        summary_outcome = match (&config.summary, summarizer) {
-            (Some(sc), Some(summarizer)) => {
-                let total = fixed_tokens + tokens_of(&messages);
-                let limit = config.budget.context_limit;
-                let forced = config.force_summary;
-                let planned = compact::plan_counted(
-                    &messages,
-                    messages_since_summary,
-                    total,
-                    limit,
-                    sc,
-                    counter,
-                    forced,
-                )
-                .and_then(|plan| match unusable_id(&messages) {
-                    Some(id) => Err(NoPlan::UnusableIds { id }),
-                    None => Ok(plan),
-                })
-                .and_then(|plan| {
-                    let covers = covered_log_ids(log, &messages, plan.span);
-                    if covers.is_empty() {
-                        // Only messages a stage made: nothing of the log to cover.
-                        return Err(NoPlan::NothingSummarizable {
-                            trigger: plan.trigger,
-                        });
-                    }
-                    Ok((plan, covers))
-                });
-                match planned {
-                    Err(reason) => SummaryOutcome::NotDone(reason),
-                    Ok((plan, covers)) => {
-                        let previous = summary.last().map(|m| m.content.as_str());
-                        let summarized = compact::summarize(
-                            &messages,
-                            &plan,
-                            previous,
-                            summarizer,
-                            sc.max_words,
-                            counter,
+        let messages_since_summary = tail.since_checkpoint + hidden;
+        let tokens_since_summary = fixed_tokens + tail.tokens;
+        // A summary needs every message since the checkpoint; otherwise only the
+        // window can reach the view.
+        let summarizing = summarizer.is_some()
+            && config.summary.as_ref().is_some_and(|sc| {
+                config.force_summary
+                    || sc
+                        .trigger(
+                            messages_since_summary,
+                            tokens_since_summary,
+                            config.budget.context_limit,
                         )
-                        .and_then(|text| {
-                            not_longer(text, &messages[..plan.span], previous, counter)
-                        });
-                        match summarized {
-                            Err(e) => SummaryOutcome::Failed {
+                        .is_some()
+            });
+        let from = if summarizing { split.start } else { tail.start };
+        let usage = tokens_since_summary as f64 / available as f64;
+        let prune_config = config.prune.as_ref().map(|c| {
+            if config.aggressive {
+                c.aggressive()
+            } else {
+                c.clone()
+            }
+        });
+        // With no summary to make, history that no stage would change is not
+        // copied: the view takes the messages it packs straight from the log.
+        let read = &log[from..];
+        let unchanged = (summarizer.is_none() || config.summary.is_none())
+            && read
+                .iter()
+                .enumerate()
+                .all(|(k, m)| split.is_candidate(from + k, m))
+            && (!config.repair || repair::is_repaired(read))
+            && config
+                .doom_loop
+                .as_ref()
+                .is_none_or(|c| doom_loop::detect(read, c).is_empty())
+            && prune_config
+                .as_ref()
+                .is_none_or(|c| !prune::would_prune(read, usage, c));
+
+        let mut repairs = Vec::new();
+        let mut doom_loops = Vec::new();
+        let mut pruned = Vec::new();
+        let mut append = Vec::new();
+        let mut new_checkpoint = None;
+        let mut summary_outcome = SummaryOutcome::Skipped;
+        let (messages, loaded): (Cow<'_, [Message]>, usize) = if unchanged {
+            (Cow::Borrowed(read), read.len())
+        } else {
+            let mut messages: Vec<Message> = Vec::with_capacity(read.len());
+            messages.extend(
+                (from..log.len())
+                    .filter(|&i| split.is_candidate(i, &log[i]))
+                    .map(|i| log[i].clone()),
+            );
+            let loaded = messages.len();
+            if config.repair {
+                let repaired;
+                (repaired, repairs) = repair::repair(messages);
+                messages = repaired;
+            }
+            if let Some(c) = &config.doom_loop {
+                doom_loops = doom_loop::inject_warnings(&mut messages, c);
+            }
+            if let Some(c) = &prune_config {
+                pruned = prune::prune(&mut messages, usage, c);
+            }
+            summary_outcome = match (&config.summary, summarizer) {
+                (Some(sc), Some(summarizer)) => {
+                    let total = fixed_tokens + tokens_of(&messages);
+                    let limit = config.budget.context_limit;
+                    let forced = config.force_summary;
+                    let planned = compact::plan_counted(
+                        &messages,
+                        messages_since_summary,
+                        total,
+                        limit,
+                        sc,
+                        counter,
+                        forced,
+                    )
+                    .and_then(|plan| match unusable_id(&messages) {
+                        Some(id) => Err(NoPlan::UnusableIds { id }),
+                        None => Ok(plan),
+                    })
+                    .and_then(|plan| {
+                        let covers = covered_log_ids(log, &messages, plan.span);
+                        if covers.is_empty() {
+                            // Only messages a stage made: nothing of the log to cover.
+                            return Err(NoPlan::NothingSummarizable {
                                 trigger: plan.trigger,
-                                error: e.to_string(),
-                            },
-                            Ok(text) => {
-                                let (pair, mut cp) =
-                                    compact::checkpoint(&messages, &plan, text, now);
-                                cp.covers = covers;
-                                let outcome = SummaryOutcome::Summarized {
-                                    trigger: plan.trigger.clone(),
-                                    covered: cp.covers.len(),
-                                    parts: plan.parts.len(),
-                                    oversized: plan
-                                        .oversized
-                                        .iter()
-                                        .map(|&i| messages[i].id.clone())
-                                        .collect(),
-                                };
-                                messages.drain(..plan.span);
-                                summary = pair.clone();
-                                append = pair;
-                                new_checkpoint = Some(cp);
-                                outcome
+                            });
+                        }
+                        Ok((plan, covers))
+                    });
+                    match planned {
+                        Err(reason) => SummaryOutcome::NotDone(reason),
+                        Ok((plan, covers)) => {
+                            let previous = summary.last().map(|m| m.content.as_str());
+                            let summarized = compact::summarize(
+                                &messages,
+                                &plan,
+                                previous,
+                                summarizer,
+                                sc.max_words,
+                                counter,
+                            )
+                            .and_then(|text| {
+                                not_longer(text, &messages[..plan.span], previous, counter)
+                            });
+                            match summarized {
+                                Err(e) => SummaryOutcome::Failed {
+                                    trigger: plan.trigger,
+                                    error: e.to_string(),
+                                },
+                                Ok(text) => {
+                                    let (pair, mut cp) =
+                                        compact::checkpoint(&messages, &plan, text, now);
+                                    cp.covers = covers;
+                                    let outcome = SummaryOutcome::Summarized {
+                                        trigger: plan.trigger.clone(),
+                                        covered: cp.covers.len(),
+                                        parts: plan.parts.len(),
+                                        oversized: plan
+                                            .oversized
+                                            .iter()
+                                            .map(|&i| messages[i].id.clone())
+                                            .collect(),
+                                    };
+                                    messages.drain(..plan.span);
+                                    summary = pair.clone();
+                                    append = pair;
+                                    new_checkpoint = Some(cp);
+                                    outcome
+                                }
                             }
                         }
                     }
                 }
-            }
-            _ => SummaryOutcome::Skipped,
+                _ => SummaryOutcome::Skipped,
+            };
+            (Cow::Owned(messages), loaded)
         };
-        (Cow::Owned(messages), loaded)
-    };
 
-    // The summary takes at most its share of what the system prompt leaves.
-    let summary_cut = cap_summary(&mut summary, &system, &config.budget, counter);
+        // The summary takes at most its share of what the system prompt leaves.
+        let summary_cut = cap_summary(&mut summary, &system, &config.budget, counter);
 
-    // Pack newest to oldest; what does not fit leaves the view (not the log).
-    let packed_out = {
-        let system_refs: Vec<&Message> = system.iter().collect();
-        let summary_refs: Vec<&Message> = summary.iter().collect();
-        let candidate_refs: Vec<&Message> = messages.iter().collect();
-        pack(
-            system_refs,
-            summary_refs,
-            &candidate_refs,
-            &config.budget,
-            counter,
-        )
-        .tokens
-        .left_out
-    };
-    // Messages before the window never reached the view either.
-    let left_out = packed_out
-        + if summarizing {
-            0
-        } else {
-            messages_since_summary.saturating_sub(loaded)
-        };
-    let (system_len, summary_len) = (system.len(), summary.len());
-    let mut view = system;
-    view.reserve(summary.len() + messages.len() - packed_out);
-    view.append(&mut summary);
-    match messages {
-        // The packed messages move once, straight into the view.
-        Cow::Owned(mut messages) => view.extend(messages.drain(packed_out..)),
-        Cow::Borrowed(read) => view.extend_from_slice(&read[packed_out..]),
-    }
-
-    let truncations = match &config.truncate {
-        Some(c) => {
-            let protected = config
-                .budget
-                .min_recent_messages
-                .min(view.len() - system_len - summary_len);
-            truncate::truncate(&mut view, config.budget.available(), protected, c, counter)
-        }
-        None => Vec::new(),
-    };
-
-    let view_tokens = view_tokens(&view, &config.budget, counter, left_out);
-    let usage = ContextUsage {
-        context_limit: config.budget.context_limit,
-        response_reserve: config.budget.response_reserve,
-        tool_definitions: config.budget.tool_definition_tokens,
-        view: view_tokens,
-        messages_in_view: view.len(),
-        messages_since_summary,
-        tokens_since_summary,
-        triggers: config.summary.as_ref().map_or_else(Vec::new, |sc| {
-            sc.distances(
-                messages_since_summary,
-                tokens_since_summary,
-                config.budget.context_limit,
+        // Pack newest to oldest; what does not fit leaves the view (not the log).
+        let packed_out = {
+            let system_refs: Vec<&Message> = system.iter().collect();
+            let summary_refs: Vec<&Message> = summary.iter().collect();
+            let candidate_refs: Vec<&Message> = messages.iter().collect();
+            pack(
+                system_refs,
+                summary_refs,
+                &candidate_refs,
+                &config.budget,
+                counter,
             )
-        }),
-    };
-    let violations = validate::validate(&view);
-    Compaction {
-        view,
-        append,
-        checkpoint: new_checkpoint,
-        report: PipelineReport {
-            repairs,
-            doom_loops,
-            pruned,
-            summary: summary_outcome,
-            summary_cut,
-            truncations,
-            usage,
-            violations,
-        },
+            .tokens
+            .left_out
+        };
+        // Messages before the window never reached the view either.
+        let left_out = packed_out
+            + if summarizing {
+                0
+            } else {
+                messages_since_summary.saturating_sub(loaded)
+            };
+        // Counted from the log when no view is asked for and none needs cutting
+        // down: the view is then the log's messages as they are.
+        let counted: Option<Vec<&Message>> = match &messages {
+            Cow::Borrowed(read) if !want_view => {
+                let refs: Vec<&Message> = system
+                    .iter()
+                    .chain(&summary)
+                    .chain(&read[packed_out..])
+                    .collect();
+                let total: u64 = refs.iter().map(|m| u64::from(m.tokens(counter))).sum();
+                let fits =
+                    config.truncate.is_none() || total <= u64::from(config.budget.available());
+                fits.then_some(refs)
+            }
+            _ => None,
+        };
+        let (view, truncations, view_tokens, messages_in_view, violations) = match counted {
+            Some(refs) => (
+                None,
+                Vec::new(),
+                view_tokens(&refs, &config.budget, counter, left_out),
+                refs.len(),
+                validate::validate_refs(&refs),
+            ),
+            None => {
+                let (system_len, summary_len) = (system.len(), summary.len());
+                let mut view = system;
+                view.reserve(summary.len() + messages.len() - packed_out);
+                view.append(&mut summary);
+                match messages {
+                    // The packed messages move once, straight into the view.
+                    Cow::Owned(mut messages) => view.extend(messages.drain(packed_out..)),
+                    Cow::Borrowed(read) => view.extend_from_slice(&read[packed_out..]),
+                }
+                let truncations = match &config.truncate {
+                    Some(c) => {
+                        let protected = config
+                            .budget
+                            .min_recent_messages
+                            .min(view.len() - system_len - summary_len);
+                        truncate::truncate(
+                            &mut view,
+                            config.budget.available(),
+                            protected,
+                            c,
+                            counter,
+                        )
+                    }
+                    None => Vec::new(),
+                };
+                let tokens = view_tokens(&view, &config.budget, counter, left_out);
+                let violations = validate::validate(&view);
+                let len = view.len();
+                (Some(view), truncations, tokens, len, violations)
+            }
+        };
+        let usage = ContextUsage {
+            context_limit: config.budget.context_limit,
+            response_reserve: config.budget.response_reserve,
+            tool_definitions: config.budget.tool_definition_tokens,
+            view: view_tokens,
+            messages_in_view,
+            messages_since_summary,
+            tokens_since_summary,
+            triggers: config.summary.as_ref().map_or_else(Vec::new, |sc| {
+                sc.distances(
+                    messages_since_summary,
+                    tokens_since_summary,
+                    config.budget.context_limit,
+                )
+            }),
+        };
+        Outcome {
+            view,
+            append,
+            checkpoint: new_checkpoint,
+            report: PipelineReport {
+                repairs,
+                doom_loops,
+                pruned,
+                summary: summary_outcome,
+                summary_cut,
+                truncations,
+                usage,
+                violations,
+            },
+        }
     }
 }
 
@@ -571,8 +652,8 @@ fn token_cap(config: &PipelineConfig, available: u64) -> u64 {
 }
 
 /// Tokens per part of a finished view.
-fn view_tokens(
-    view: &[Message],
+fn view_tokens<M: Borrow<Message>>(
+    view: &[M],
     budget: &BudgetConfig,
     counter: &dyn TokenCounter,
     left_out: usize,
@@ -584,6 +665,7 @@ fn view_tokens(
     };
     let mut in_system = true;
     for m in view {
+        let m: &Message = m.borrow();
         let n = m.tokens(counter);
         if in_system && m.role == Role::System && !m.summary {
             t.system = t.system.saturating_add(n);

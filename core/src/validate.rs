@@ -164,6 +164,21 @@ pub fn validate_until(
     messages: &[Message],
     stop: &mut StopCheck<'_>,
 ) -> Result<Vec<Violation>, Stopped> {
+    check(messages, stop)
+}
+
+/// [`validate`] of borrowed messages (a view counted without copying it).
+pub(crate) fn validate_refs(messages: &[&Message]) -> Vec<Violation> {
+    match check(messages, &mut StopCheck::never()) {
+        Ok(violations) => violations,
+        Err(Stopped) => unreachable!("a check that never stops stopped"),
+    }
+}
+
+fn check<M: std::borrow::Borrow<Message>>(
+    messages: &[M],
+    stop: &mut StopCheck<'_>,
+) -> Result<Vec<Violation>, Stopped> {
     let mut violations = Vec::new();
     // The current assistant message's calls.
     let mut block = Block::default();
@@ -173,6 +188,7 @@ pub fn validate_until(
     // `(block.index, false)`.
     let mut seen: HashMap<&str, (usize, bool)> = HashMap::new();
     for (index, m) in messages.iter().enumerate() {
+        let m: &Message = m.borrow();
         stop.steps(1 + m.tool_calls.len())?;
         if m.role != Role::Tool {
             block.close(&seen, &mut violations);

@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 
 use crate::budget::{is_system_prompt, split_log};
 use crate::message::Message;
-use crate::pipeline::{Compaction, PipelineConfig, compact_partial, history_tail};
+use crate::pipeline::{Compaction, PipelineConfig, PipelineReport, Run, history_tail};
 use crate::session::Checkpoint;
 use crate::tokens::TokenCounter;
 
@@ -131,15 +131,28 @@ impl LogWindow {
     /// What [`compact`](crate::pipeline::compact) gives for the whole log
     /// with no summarizer: the view and the report of every stage.
     pub fn compact(&self, now: DateTime<Utc>) -> Compaction {
-        compact_partial(
-            &self.log,
-            self.hidden,
-            self.checkpoint.as_ref(),
-            &self.config,
-            &*self.counter,
-            None,
-            now,
-        )
+        self.run()
+            .compact(None, now, true)
+            .into_compaction()
+            .expect("a view is made when asked for")
+    }
+
+    /// The report of [`LogWindow::compact`], without making its view when
+    /// the log's messages are the view as they are (no stage changed them,
+    /// none needs cutting down): what a context report needs, in the time
+    /// counting them takes.
+    pub fn report(&self, now: DateTime<Utc>) -> PipelineReport {
+        self.run().compact(None, now, false).report
+    }
+
+    fn run(&self) -> Run<'_> {
+        Run {
+            log: &self.log,
+            hidden: self.hidden,
+            checkpoint: self.checkpoint.as_ref(),
+            config: &self.config,
+            counter: &*self.counter,
+        }
     }
 
     /// How many messages the window holds.

@@ -257,6 +257,7 @@ proptest! {
         cuts in proptest::collection::vec((any::<prop::sample::Index>(), any::<bool>()), 0..6),
         limit in 200u32..6_000,
         summary_tokens in proptest::option::of(100u64..8_000),
+        repair in any::<bool>(),
     ) {
         let counter = HeuristicCounter::default();
         let mut h = h;
@@ -266,6 +267,8 @@ proptest! {
         }
         let config = PipelineConfig {
             budget: budget(limit, 2),
+            // Without repair a view can break the rules: the report says so.
+            repair,
             summary: summary_tokens.map(|t| SummaryConfig {
                 max_tokens: Some(t),
                 window_fraction: None,
@@ -304,6 +307,8 @@ proptest! {
                 window.trim();
             }
             let whole = compact(&log[..end], checkpoint.as_ref(), &config, &counter, None, now());
+            // The report alone (its view counted, not made, when it can be).
+            prop_assert_eq!(&window.report(now()), &whole.report, "after {} of {} messages", end, log.len());
             prop_assert_eq!(window.compact(now()), whole, "after {} of {} messages", end, log.len());
         }
     }

@@ -197,7 +197,16 @@ pub struct DoomLoopView {
 impl ContextReport {
     /// The report of `meta`'s session from the pipeline's dry run `c`.
     pub fn new(meta: &SessionMeta, c: &Compaction) -> Self {
-        let u = &c.report.usage;
+        Self::of_report(meta, &c.report)
+    }
+
+    /// The report of `meta`'s session from what the pipeline's dry run
+    /// reported (all a context report shows of it).
+    pub fn of_report(
+        meta: &SessionMeta,
+        report: &agent_host_core::pipeline::PipelineReport,
+    ) -> Self {
+        let u = &report.usage;
         let v = &u.view;
         ContextReport {
             session: ContextSession::from(meta),
@@ -228,9 +237,8 @@ impl ContextReport {
                     fires: t.current >= t.limit,
                 })
                 .collect(),
-            would_prune: c.report.pruned.len(),
-            doom_loops: c
-                .report
+            would_prune: report.pruned.len(),
+            doom_loops: report
                 .doom_loops
                 .iter()
                 .map(|d| DoomLoopView {

@@ -25,7 +25,9 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             .is_some_and(|v| {
                 let essence = v.split(';').next().unwrap_or("").trim();
                 essence.eq_ignore_ascii_case("application/json")
-                    || essence.to_ascii_lowercase().ends_with("+json")
+                    || essence
+                        .get(essence.len().saturating_sub(5)..)
+                        .is_some_and(|end| end.eq_ignore_ascii_case("+json"))
             });
         if !is_json {
             return Err(ApiError::invalid(
@@ -51,6 +53,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
 
 /// Parses `bytes` as `T`, naming the field of an error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Paths are tracked only to explain a failure: a body that parses is
+    // read once, without them.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -90,7 +90,9 @@ impl Context {
     fn report(&mut self) -> Arc<ContextReport> {
         let (meta, window) = (&self.meta, &self.window);
         self.report
-            .get_or_insert_with(|| Arc::new(ContextReport::new(meta, &window.compact(Utc::now()))))
+            .get_or_insert_with(|| {
+                Arc::new(ContextReport::of_report(meta, &window.report(Utc::now())))
+            })
             .clone()
     }
 }

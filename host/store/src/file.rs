@@ -185,6 +185,7 @@ struct Slot {
 /// another, and the metadata needs no reading. Anything else, and it goes
 /// the whole way (open, lock, read, repair).
 struct OpenLog {
+    loc: Location,
     dir: Folder,
     log: File,
     state: File,
@@ -213,6 +214,9 @@ pub struct FileStore {
     kept: Mutex<VecDeque<PathBuf>>,
     /// How many sessions may keep their files open.
     max_kept: usize,
+    /// The lock of each session id whose files were kept, for the next
+    /// append by id to find them with no path to build.
+    kept_ids: Mutex<HashMap<Uuid, Arc<RwLock<Slot>>>>,
     /// Where each session id seen so far lives.
     ids: Mutex<HashMap<Uuid, Location>>,
 }
@@ -381,6 +385,7 @@ impl FileStore {
             locks: Mutex::default(),
             kept: Mutex::default(),
             max_kept: kept_limit(),
+            kept_ids: Mutex::default(),
             ids: Mutex::default(),
         })
     }
@@ -464,6 +469,8 @@ impl FileStore {
     fn forget(&self, id: Uuid) {
         let mut ids = self.ids.lock().unwrap_or_else(PoisonError::into_inner);
         ids.remove(&id);
+        let mut kept = self.kept_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.remove(&id);
     }
 
     /// Where `session` is and its metadata (read without a lock: metadata is
@@ -692,7 +699,7 @@ impl FileStore {
         }
         let out = f(&mut held)?;
         if held.keep {
-            self.keep(&mut slot, held);
+            self.keep(&lock, &mut slot, held);
         }
         Ok(out)
     }
@@ -700,7 +707,7 @@ impl FileStore {
     /// Keeps the files of `held`, which an append just wrote consistently,
     /// open in its `slot` for the next append (unless they cannot be
     /// stamped, or the store keeps none).
-    fn keep(&self, slot: &mut Slot, held: Held<'_>) {
+    fn keep(&self, lock: &Arc<RwLock<Slot>>, slot: &mut Slot, held: Held<'_>) {
         #[cfg(unix)]
         {
             let Held {
@@ -724,6 +731,7 @@ impl FileStore {
                 };
                 let state = dir.open(loc.file(STATE), OpenAs::Write)?;
                 let open = OpenLog {
+                    loc: loc.clone(),
                     names: [loc.file(LOG), loc.file(META), loc.file(STATE)],
                     folder_stamp: dir.own_stamp()?,
                     log_stamp: Stamp::of(&log)?,
@@ -740,14 +748,19 @@ impl FileStore {
                 Ok(Some(open))
             })();
             if let Ok(Some(open)) = open {
+                let id = open.meta.meta.id;
                 slot.open = Some(Box::new(open));
+                self.kept_ids
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id, lock.clone());
                 if !std::mem::replace(&mut slot.listed, true) {
                     self.list(loc.log());
                 }
             }
         }
         #[cfg(not(unix))]
-        let _ = (slot, held);
+        let _ = (lock, slot, held);
     }
 
     /// Lists `log` as keeping its files open, and closes those of the
@@ -780,12 +793,17 @@ impl FileStore {
         }
     }
 
-    /// Where `session` lives, when known without reading anything: the
-    /// place an id was last seen, the file name a key maps to.
-    fn known_location(&self, session: &SessionRef) -> Option<Location> {
+    /// The lock of `session` when its files may be kept open: that of the
+    /// id's kept files, the one of the file name a key maps to.
+    fn kept_lock(&self, session: &SessionRef) -> Option<Arc<RwLock<Slot>>> {
         match session {
-            SessionRef::Id(id) => self.remembered(*id),
-            SessionRef::Key { agent, key } => Some(self.location(file_name(agent), file_name(key))),
+            SessionRef::Id(id) => {
+                let kept = self.kept_ids.lock().unwrap_or_else(PoisonError::into_inner);
+                kept.get(id).cloned()
+            }
+            SessionRef::Key { agent, key } => {
+                Some(self.lock_for(&self.location(file_name(agent), file_name(key))))
+            }
         }
     }
 
@@ -797,7 +815,6 @@ impl FileStore {
     fn append_kept(
         &self,
         open: &mut OpenLog,
-        loc: &Location,
         session: &SessionRef,
         buf: &[u8],
         count: u64,
@@ -810,10 +827,10 @@ impl FileStore {
             |what: &str, path: &Path, e| io_error(&format!("session {session}: {what}"), path, e);
         open.log
             .lock()
-            .map_err(|e| failed("cannot lock", &loc.log(), e))?;
+            .map_err(|e| failed("cannot lock", &open.loc.log(), e))?;
         let unchanged = self
-            .kept_unchanged(open, loc)
-            .map_err(|e| failed("cannot check", &loc.log(), e))?;
+            .kept_unchanged(open)
+            .map_err(|e| failed("cannot check", &open.loc.log(), e))?;
         if !unchanged {
             return Ok(None);
         }
@@ -825,7 +842,7 @@ impl FileStore {
         if let Err(e) = written {
             // Never leave half a turn for the next append to glue onto.
             let _ = cut(&open.log, end);
-            return Err(failed("cannot append to", &loc.log(), e));
+            return Err(failed("cannot append to", &open.loc.log(), e));
         }
         open.log_stamp.len = end + buf.len() as u64;
         let meta = &mut open.meta.meta;
@@ -834,7 +851,7 @@ impl FileStore {
         // The messages are durable: a failed refresh only delays the count,
         // which the next load reconciles from the log.
         if let Err(e) = overwrite_state(&open.state, meta, false) {
-            let e = failed("cannot write the state record", &loc.state(), e);
+            let e = failed("cannot write the state record", &open.loc.state(), e);
             tracing::warn!("{}", error_chain(&e));
         }
         Ok(Some(Appended {
@@ -846,18 +863,18 @@ impl FileStore {
     /// Whether the files `open` holds are still the session's, as its last
     /// append left them.
     #[cfg(unix)]
-    fn kept_unchanged(&self, open: &OpenLog, loc: &Location) -> io::Result<bool> {
+    fn kept_unchanged(&self, open: &OpenLog) -> io::Result<bool> {
         let same = |found: Option<Stamp>, kept: &Stamp| found.is_some_and(|s| s.same_file(kept));
         let [log, meta, state] = &open.names;
-        Ok(
-            same(self.sessions_dir.stamp(&loc.folder)?, &open.folder_stamp)
-                && open
-                    .dir
-                    .stamp(log)?
-                    .is_some_and(|s| s.same_file(&open.log_stamp) && s.len == open.log_stamp.len)
-                && open.dir.stamp(meta)? == Some(open.meta_stamp)
-                && same(open.dir.stamp(state)?, &open.state_stamp),
-        )
+        Ok(same(
+            self.sessions_dir.stamp(&open.loc.folder)?,
+            &open.folder_stamp,
+        ) && open
+            .dir
+            .stamp(log)?
+            .is_some_and(|s| s.same_file(&open.log_stamp) && s.len == open.log_stamp.len)
+            && open.dir.stamp(meta)? == Some(open.meta_stamp)
+            && same(open.dir.stamp(state)?, &open.state_stamp))
     }
 
     /// Empties the held session's log, sidecar and media under its
@@ -1366,12 +1383,11 @@ impl SessionStore for FileStore {
         }
         #[cfg(unix)]
         if !messages.is_empty()
-            && let Some(loc) = self.known_location(session)
+            && let Some(lock) = self.kept_lock(session)
         {
-            let lock = self.lock_for(&loc);
             let mut slot = lock.write().unwrap_or_else(PoisonError::into_inner);
             if let Some(open) = slot.open.as_deref_mut() {
-                let appended = self.append_kept(open, &loc, session, &buf, messages.len() as u64);
+                let appended = self.append_kept(open, session, &buf, messages.len() as u64);
                 let unlocked = open.log.unlock();
                 match appended {
                     Ok(Some(appended)) => {
@@ -1379,7 +1395,7 @@ impl SessionStore for FileStore {
                             // Closing the log releases it.
                             tracing::warn!(
                                 "{}: session {session}: cannot unlock: {e}; closed",
-                                loc.log().display()
+                                open.loc.log().display()
                             );
                             slot.open = None;
                         }
