@@ -50,6 +50,7 @@ pub mod pairing;
 pub mod pipeline;
 pub mod prune;
 pub mod query;
+pub mod reconcile;
 pub mod repair;
 pub mod session;
 pub mod stop;

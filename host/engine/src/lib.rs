@@ -64,6 +64,7 @@
 mod chain;
 mod error;
 mod events;
+mod exchange;
 pub mod llm_summarizer;
 pub mod transcript;
 
@@ -86,6 +87,7 @@ use chrono::{DateTime, Utc};
 pub use chain::ProcessorChain;
 pub use error::EngineError;
 pub use events::{EngineEvent, Observer, Quiet};
+pub use exchange::{Exchange, Ready};
 pub use llm_summarizer::{Calls, LlmSummarizer};
 
 /// An engine call's result.

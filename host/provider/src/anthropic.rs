@@ -23,7 +23,7 @@ use super::sse::Event;
 use super::{ChatReply, ChatRequest, Provider, ProviderError, StreamEvent};
 
 /// The API version this provider speaks.
-const API_VERSION: &str = "2023-06-01";
+pub(super) const API_VERSION: &str = "2023-06-01";
 
 /// The content block types a reply message can hold; others (server tool
 /// use and its results) have no place in the message model and are skipped.
@@ -80,7 +80,7 @@ pub(super) async fn complete(
 
 /// `{base_url}/v1/messages`; a base URL that already ends in `/v1` (a common
 /// slip, since the OpenAI one does) is taken as meant.
-fn messages_url(base_url: &str) -> String {
+pub(super) fn messages_url(base_url: &str) -> String {
     let base = base_url.trim_end_matches('/');
     let base = base.strip_suffix("/v1").unwrap_or(base);
     format!("{base}/v1/messages")

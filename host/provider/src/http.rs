@@ -32,7 +32,7 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 
 /// The most bytes of an answer read, whole or streamed: far more than any
 /// model writes in one reply, bounded so a server cannot fill the memory.
-const MAX_ANSWER_BYTES: usize = 64 << 20;
+pub(super) const MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// A wire format's answer, before the attempt count is known.
 pub(super) struct Reply {
@@ -456,7 +456,7 @@ async fn send_and_read<W: Wire>(
 
 /// The body of `response`, read up to `max` bytes; true when more was left
 /// unread (the connection is then dropped, not drained).
-async fn read_capped(
+pub(super) async fn read_capped(
     response: &mut reqwest::Response,
     max: usize,
 ) -> Result<(Vec<u8>, bool), reqwest::Error> {
@@ -473,7 +473,7 @@ async fn read_capped(
 }
 
 /// The error for an answer over [`MAX_ANSWER_BYTES`].
-fn too_large() -> ProviderError {
+pub(super) fn too_large() -> ProviderError {
     ProviderError::Malformed(format!(
         "the answer is larger than {} MiB, more than any model writes in one reply; the rest \
          was not read",
@@ -550,7 +550,7 @@ impl std::error::Error for CrossOrigin {}
 
 /// The error of a refused redirect: never retried, since the server would
 /// only redirect again.
-fn redirect_error(e: &reqwest::Error, url: &str, attempt: u32) -> ProviderError {
+pub(super) fn redirect_error(e: &reqwest::Error, url: &str, attempt: u32) -> ProviderError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(cause) = source {
         if let Some(CrossOrigin { from, to }) = cause.downcast_ref::<CrossOrigin>() {

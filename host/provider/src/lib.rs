@@ -23,7 +23,10 @@
 mod anthropic;
 mod http;
 mod openai;
+mod relay;
 mod sse;
+
+pub use relay::{MAX_RELAYED_ERROR, Relay, RelayStream, Relayed};
 
 use std::time::Duration;
 

@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 pub struct HotSession {
     /// Held for the whole of a turn or a summary: two turns on one session
     /// run one after the other.
-    pub turn: tokio::sync::Mutex<()>,
+    pub turn: Arc<tokio::sync::Mutex<()>>,
     commit: Mutex<Batch>,
     /// The context window and its last report, once a report was asked
     /// for; one request at a time brings it up to date.
@@ -108,7 +108,7 @@ struct Batch {
 impl HotSession {
     fn new() -> Self {
         HotSession {
-            turn: tokio::sync::Mutex::new(()),
+            turn: Arc::new(tokio::sync::Mutex::new(())),
             commit: Mutex::new(Batch::default()),
             context: tokio::sync::Mutex::new(None),
             appended: Mutex::new(Appends::default()),

@@ -58,6 +58,7 @@ mod body;
 mod dashboard;
 pub mod error;
 pub mod events;
+pub mod gateway;
 pub mod hooks;
 pub mod hot;
 pub mod index;
@@ -146,6 +147,7 @@ pub(crate) struct AppState {
     pub hooks: hooks::Hooks,
     pub config: ServerConfig,
     pub recent_calls: dashboard::RecentCalls,
+    pub records: gateway::Records,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -186,6 +188,7 @@ impl Server {
             hooks,
             config,
             recent_calls: dashboard::RecentCalls::default(),
+            records: gateway::Records::default(),
         });
         if let Some(notices) = notices {
             tokio::spawn(peers::follow(Arc::downgrade(&state), notices));
@@ -197,7 +200,9 @@ impl Server {
     /// and JSON answers for unknown routes and methods.
     pub fn router(&self) -> Router {
         let state = self.state.clone();
-        let mut api = routes::router().merge(dashboard::router());
+        let mut api = gateway::router()
+            .merge(routes::router())
+            .merge(dashboard::router());
         if !state.config.tokens.is_empty() {
             // Without tokens every request is let through (on loopback
             // only): no layer to pass.
@@ -316,11 +321,19 @@ async fn authorize(State(state): State<Shared>, request: Request, next: Next) ->
         // A bearer header, or the cookie of a browser signed in to the
         // dashboard (`SameSite=Strict`: never sent by another site's page).
         let cookie = dashboard::bearer_from_cookie(request.headers());
+        // Anthropic's SDKs send their key as `x-api-key`: the gateway's
+        // clients sign in with a token there too.
+        let api_key = request
+            .headers()
+            .get("x-api-key")
+            .and_then(|v| v.to_str().ok())
+            .map(|key| format!("Bearer {key}"));
         let header = request
             .headers()
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .or(cookie.as_deref());
+            .or(cookie.as_deref())
+            .or(api_key.as_deref());
         let needed = if dashboard::is_destructive(request.uri().path()) {
             needed.max(auth::Scope::Admin)
         } else {

@@ -102,6 +102,7 @@ pub(crate) fn deleted(state: &AppState, meta: &SessionMeta) {
         .forget(meta.id)
         .unwrap_or_else(|| SessionView::from(meta));
     state.hot.remove(meta.id);
+    state.records.forget(meta.id);
     state.bus.publish(
         "session_deleted",
         Some(meta.id),

@@ -75,7 +75,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 }
 
 /// Runs a blocking store call on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     state: &Shared,
     f: impl FnOnce(&dyn SessionStore) -> Result<T, agent_host_store::StoreError> + Send + 'static,
 ) -> ApiResult<T> {

@@ -1,0 +1,150 @@
+//! Requests a client makes with its whole history (the gateway's): the
+//! client's messages are reconciled with the stored log, the new ones
+//! stored, and the view to send prepared as a turn's is.
+
+use std::sync::Arc;
+
+use agent_host_core::Message;
+use agent_host_core::reconcile::{Reconciled, reconcile};
+use agent_host_store::{SessionMeta, SessionRef};
+use chrono::Utc;
+
+use crate::{
+    Engine, EngineError, Mode, Observer, Prepared, ProcessorChain, Result, agent_of, new_id,
+};
+
+/// What [`Engine::exchange`] did.
+#[derive(Debug)]
+pub enum Exchange {
+    /// The client's new messages are stored and the view is ready.
+    Ready(Box<Ready>),
+    /// The client's history parts from the stored log at its message `at`
+    /// (it was rewritten or rewound): nothing was stored; the caller picks
+    /// another session (a branch) and asks again.
+    Diverged {
+        /// The first of the client's messages the log does not hold there.
+        at: usize,
+    },
+}
+
+/// A prepared exchange.
+#[derive(Debug)]
+pub struct Ready {
+    /// The session, after the new messages (and any checkpoint) were stored.
+    pub meta: SessionMeta,
+    /// The client's messages that were new, as stored.
+    pub appended: Vec<Message>,
+    /// How many of the client's messages the log held already.
+    pub known: usize,
+    /// The view to send, and what made it.
+    pub prepared: Prepared,
+}
+
+impl Engine {
+    /// Stores what is new in `client` (the whole history a client sent) in
+    /// `session` (a keyed one is created when missing), then prepares the
+    /// view to send: the pipeline over the stored log (a checkpoint it
+    /// makes is stored) and the processors. New messages get fresh ids,
+    /// the session's agent, `channel` and the time.
+    pub async fn exchange(
+        &self,
+        session: SessionRef,
+        mut client: Vec<Message>,
+        channel: &str,
+        chain: Option<ProcessorChain>,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Exchange> {
+        if client.is_empty() {
+            return Err(EngineError::InvalidInput(
+                "the request has no messages: there is nothing to send".to_owned(),
+            ));
+        }
+        let now = Utc::now();
+        let loaded = self.load_or_new(session.clone()).await?;
+        let known = match reconcile(&loaded.log, &client) {
+            Reconciled::Continues { stored } => stored,
+            Reconciled::Diverged { at } => return Ok(Exchange::Diverged { at }),
+        };
+        let agent = agent_of(Some(&session), loaded.meta.as_ref(), &self.inner.config);
+        let mut appended = client.split_off(known);
+        for m in &mut appended {
+            m.id = new_id();
+            m.agent.get_or_insert_with(|| agent.clone());
+            m.channel.get_or_insert_with(|| channel.to_owned());
+            m.timestamp.get_or_insert(now);
+        }
+        let mut log = loaded.log;
+        let meta = if appended.is_empty() {
+            // Only a stored session can hold all of them.
+            loaded.meta.ok_or_else(|| {
+                EngineError::Internal("every message is stored, in no session".to_owned())
+            })?
+        } else {
+            let (target, batch) = (session.clone(), appended.clone());
+            self.blocking(move |inner| {
+                let meta = inner.open(&target)?;
+                Ok(inner.store.append(&meta.reference(), &batch)?)
+            })
+            .await?
+        };
+        log.extend(appended.iter().cloned());
+        let mut checkpoint = loaded.checkpoint;
+        let info = self.run_info(Some(&meta), Some(&session), now);
+        let chain = chain.unwrap_or_else(|| self.inner.chain.clone());
+        let (mut log, prepared) = self
+            .prepare_blocking(
+                log,
+                checkpoint.clone(),
+                Mode::default(),
+                info,
+                chain,
+                observer.clone(),
+            )
+            .await?;
+        let reference = meta.reference();
+        self.keep_checkpoint(
+            &reference,
+            &mut log,
+            &mut checkpoint,
+            &prepared,
+            false,
+            &*observer,
+        )
+        .await?;
+        let meta = if prepared.compacted() {
+            self.blocking(move |inner| crate::existing(inner.store.as_ref(), &reference))
+                .await?
+        } else {
+            meta
+        };
+        Ok(Exchange::Ready(Box::new(Ready {
+            meta,
+            appended,
+            known,
+            prepared,
+        })))
+    }
+
+    /// Stores `reply` (an answer relayed for `session`) with a fresh id, the
+    /// session's agent and the time when it has none.
+    pub async fn store_reply(
+        &self,
+        session: &SessionRef,
+        mut reply: Message,
+        channel: &str,
+    ) -> Result<(Message, SessionMeta)> {
+        reply.id = new_id();
+        reply.timestamp.get_or_insert_with(Utc::now);
+        reply.channel.get_or_insert_with(|| channel.to_owned());
+        let session = session.clone();
+        self.blocking(move |inner| {
+            let meta = crate::existing(inner.store.as_ref(), &session)?;
+            reply.agent.get_or_insert_with(|| meta.agent.clone());
+            let meta = inner
+                .store
+                .append(&meta.reference(), std::slice::from_ref(&reply))?;
+            Ok((reply, meta))
+        })
+        .await
+    }
+}

@@ -1,0 +1,943 @@
+//! The gateway: OpenAI Chat Completions (`POST /v1/chat/completions`) and
+//! Anthropic Messages (`POST /v1/messages`) in front of the configured
+//! provider, so that an agent gets sessions, compaction and sandboxed
+//! processors by changing its `base_url`.
+//!
+//! A request goes through these steps:
+//!
+//! 1. **Its session** is found, in this order: the `x-session-id` header
+//!    (or `x-agent-host-session`), the body's `prompt_cache_key`, its
+//!    `user` (Anthropic: `metadata.user_id`), and last a fingerprint of its
+//!    leading messages (the system prompt and the first user message), so a
+//!    client that resends its whole history stays in one session.
+//! 2. **Its messages are reconciled** with the stored log
+//!    ([`agent_host_core::reconcile`]): the ones not stored yet are
+//!    appended; a client that rewrote or rewound its history goes to a
+//!    branch (the key `KEY~FINGERPRINT`), never onto a log it no longer has.
+//! 3. **The view is prepared** as for a turn: the pipeline fits the window
+//!    (budget, pruning, a summary checkpoint, truncation), then the
+//!    processors run in the sandbox.
+//! 4. **The request goes upstream** as the client wrote it, its messages
+//!    replaced by the view (and the model kept). The answer comes back as
+//!    the upstream sent it (a stream piece by piece), and is stored when it
+//!    ended whole: a client that hangs up drops the upstream request and
+//!    stores no half answer. An upstream error is passed on with its status
+//!    and (capped) body.
+//!
+//! Response headers say what happened (`x-agent-host-session`,
+//! `x-agent-host-tokens-before`/`-after`, `x-agent-host-summary`,
+//! `x-agent-host-processors`, `x-agent-host-request`), and the request's
+//! record (what each stage did) is at
+//! `GET /v1/sessions/{id}/requests/{n}`; the newest [`KEPT_RECORDS`] of a
+//! session are kept, in memory.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_host_api::PipelineReport;
+use agent_host_core::format::{anthropic, openai};
+use agent_host_core::reconcile::fingerprint;
+use agent_host_core::{ErrorKind, Message, Role, Usage};
+use agent_host_engine::{Exchange, Prepared, Ready};
+use agent_host_provider::{ProviderError, ProviderKind, Relay, Relayed};
+use agent_host_runtime::ProcessorReport;
+use agent_host_store::{NewSession, SessionRef};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::index::Change;
+use crate::{Shared, observe};
+
+/// How many request records are kept per session (the newest).
+pub const KEPT_RECORDS: usize = 100;
+
+/// The channel the gateway's messages are stored with.
+pub const CHANNEL: &str = "gateway";
+
+/// The longest session id a client may give, in bytes.
+const MAX_SESSION_NAME: usize = 512;
+
+/// How many times a request may branch before it is refused (a branch
+/// whose history parts again branches once more).
+const MAX_BRANCHES: usize = 4;
+
+/// The headers of a client passed upstream.
+const FORWARDED_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
+
+pub(crate) fn router() -> Router<Shared> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
+        .route("/v1/models", get(models))
+        .route("/v1/sessions/{session}/requests", get(list_records))
+        .route("/v1/sessions/{session}/requests/{n}", get(record))
+}
+
+/// The wire a client speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Wire {
+    /// OpenAI Chat Completions.
+    ChatCompletions,
+    /// Anthropic Messages.
+    AnthropicMessages,
+}
+
+impl Wire {
+    fn provider(self) -> ProviderKind {
+        match self {
+            Wire::ChatCompletions => ProviderKind::OpenAi,
+            Wire::AnthropicMessages => ProviderKind::Anthropic,
+        }
+    }
+
+    /// An error in the shape this wire's SDKs read.
+    fn error(self, status: StatusCode, kind: &str, message: &str) -> Response {
+        let body = match self {
+            Wire::ChatCompletions => json!({
+                "error": {"message": message, "type": kind, "param": null, "code": null}
+            }),
+            Wire::AnthropicMessages => json!({
+                "type": "error", "error": {"type": kind, "message": message}
+            }),
+        };
+        (status, Json(body)).into_response()
+    }
+
+    fn api_error(self, e: &ApiError) -> Response {
+        let status = e.status();
+        let kind = match (self, status.as_u16()) {
+            (_, 400 | 413 | 422) => "invalid_request_error",
+            (_, 401) => "authentication_error",
+            (_, 403) => "permission_error",
+            (_, 404) => "not_found_error",
+            (Wire::AnthropicMessages, 429) => "rate_limit_error",
+            (Wire::ChatCompletions, 429) => "rate_limit_exceeded",
+            (Wire::AnthropicMessages, _) => "api_error",
+            (Wire::ChatCompletions, _) => "server_error",
+        };
+        self.error(status, kind, &e.message)
+    }
+}
+
+/// What a request did, kept for `GET /v1/sessions/{id}/requests/{n}`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestRecord {
+    /// Its number in the session, from 1.
+    pub n: u64,
+    /// When it arrived.
+    pub at: DateTime<Utc>,
+    /// The wire the client spoke.
+    pub wire: Wire,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// Whether the answer was streamed.
+    pub stream: bool,
+    /// How the session was found: `header`, `prompt_cache_key`, `user`,
+    /// `fingerprint`.
+    pub identified_by: &'static str,
+    /// The session key.
+    pub key: String,
+    /// The session this one branched from, when the client's history
+    /// parted from the stored log.
+    pub branched_from: Option<String>,
+    /// How many messages the client sent.
+    pub client_messages: usize,
+    /// How many of them the log held already.
+    pub known: usize,
+    /// The ids of the ones stored by this request.
+    pub appended: Vec<String>,
+    /// Estimated tokens of the log since the last summary, before the pipeline.
+    pub tokens_before: u64,
+    /// Estimated tokens of the view sent.
+    pub tokens_after: u64,
+    /// The ids of the messages sent upstream, in order.
+    pub sent: Vec<String>,
+    /// What the pipeline did.
+    pub pipeline: PipelineReport,
+    /// What each processor did (kept, dropped, replaced, inserted ids).
+    pub processors: Vec<ProcessorReport>,
+    /// The upstream's status, once it answered.
+    pub upstream_status: Option<u16>,
+    /// The usage the upstream reported.
+    pub usage: Option<Usage>,
+    /// The stored answer's id.
+    pub reply: Option<String>,
+    /// How it ended: `stored`, `upstream_error`, `unreadable_answer`,
+    /// `client_disconnected`, `in_progress`.
+    pub outcome: String,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
+}
+
+/// The newest records of each session.
+#[derive(Default)]
+pub(crate) struct Records {
+    sessions: Mutex<HashMap<Uuid, SessionRecords>>,
+}
+
+#[derive(Default)]
+struct SessionRecords {
+    next: u64,
+    kept: VecDeque<RequestRecord>,
+}
+
+impl Records {
+    /// Keeps `record` as the session's next one; returns its number.
+    fn add(&self, session: Uuid, mut record: RequestRecord) -> u64 {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let entry = sessions.entry(session).or_default();
+        entry.next += 1;
+        record.n = entry.next;
+        if entry.kept.len() == KEPT_RECORDS {
+            entry.kept.pop_front();
+        }
+        entry.kept.push_back(record);
+        entry.next
+    }
+
+    /// Changes record `n` of `session`, if it is still kept.
+    fn update(&self, session: Uuid, n: u64, change: impl FnOnce(&mut RequestRecord)) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(record) = sessions
+            .get_mut(&session)
+            .and_then(|s| s.kept.iter_mut().find(|r| r.n == n))
+        {
+            change(record);
+        }
+    }
+
+    fn get(&self, session: Uuid, n: u64) -> Option<RequestRecord> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions
+            .get(&session)
+            .and_then(|s| s.kept.iter().find(|r| r.n == n).cloned())
+    }
+
+    fn list(&self, session: Uuid) -> Vec<RequestRecord> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions
+            .get(&session)
+            .map(|s| s.kept.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets a deleted session's records.
+    pub(crate) fn forget(&self, session: Uuid) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.remove(&session);
+    }
+}
+
+async fn chat_completions(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    relay(state, Wire::ChatCompletions, headers, body).await
+}
+
+async fn messages(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    relay(state, Wire::AnthropicMessages, headers, body).await
+}
+
+/// `GET /v1/models`: the configured model, in the shape of the wire the
+/// client speaks (Anthropic's SDKs send `anthropic-version`).
+async fn models(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let model = state.engine.provider().map(|p| p.settings().model.clone());
+    let anthropic = headers.contains_key("anthropic-version");
+    let data: Vec<Value> = model
+        .iter()
+        .map(|id| {
+            if anthropic {
+                json!({"type": "model", "id": id, "display_name": id,
+                       "created_at": "1970-01-01T00:00:00Z"})
+            } else {
+                json!({"id": id, "object": "model", "created": 0, "owned_by": "agent-host"})
+            }
+        })
+        .collect();
+    let body = if anthropic {
+        json!({"data": data, "has_more": false, "first_id": model, "last_id": model})
+    } else {
+        json!({"object": "list", "data": data})
+    };
+    Json(body).into_response()
+}
+
+async fn list_records(
+    State(state): State<Shared>,
+    Path(session): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = session_id(&state, &session)?;
+    Ok(Json(json!({"requests": state.records.list(id)})))
+}
+
+async fn record(
+    State(state): State<Shared>,
+    Path((session, n)): Path<(String, String)>,
+) -> Result<Json<RequestRecord>, ApiError> {
+    let id = session_id(&state, &session)?;
+    let n: u64 = n
+        .parse()
+        .map_err(|_| ApiError::invalid("n", format!("{n:?} is not a request number")))?;
+    state.records.get(id, n).map(Json).ok_or_else(|| {
+        ApiError::new(
+            ErrorKind::NotFound,
+            format!(
+                "session {id} has no request {n} (the newest {KEPT_RECORDS} of a session are kept, until the server restarts)"
+            ),
+        )
+    })
+}
+
+/// The session `name` names (an id, or a key of the gateway's agent).
+fn session_id(state: &Shared, name: &str) -> Result<Uuid, ApiError> {
+    if let Ok(id) = Uuid::try_parse(name)
+        && state.index.get(id).is_some()
+    {
+        return Ok(id);
+    }
+    state
+        .index
+        .by_key(&state.engine.config().agent, name)
+        .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("there is no session {name}")))
+}
+
+/// A request as the client sent it, read.
+struct Asked {
+    body: Map<String, Value>,
+    messages: Vec<Message>,
+    stream: bool,
+    model: Option<String>,
+}
+
+fn read_request(wire: Wire, bytes: &[u8]) -> Result<Asked, String> {
+    let body: Map<String, Value> = match serde_json::from_slice(bytes) {
+        Ok(Value::Object(body)) => body,
+        Ok(other) => {
+            return Err(format!(
+                "the body is {}, not a JSON object",
+                agent_host_core::format::kind_of(&other)
+            ));
+        }
+        Err(e) => return Err(format!("the body is not JSON: {e}")),
+    };
+    let stream = match body.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("`stream` must be true or false".to_owned()),
+    };
+    let model = match body.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(_) => return Err("`model` must be a string".to_owned()),
+    };
+    let messages = match (wire, body.get("messages")) {
+        (_, None) => return Err("`messages` is missing".to_owned()),
+        (_, Some(m)) if !m.is_array() => return Err("`messages` must be an array".to_owned()),
+        (Wire::ChatCompletions, Some(m)) => openai::from_value(m.clone()),
+        (Wire::AnthropicMessages, Some(m)) => {
+            let mut request = Map::new();
+            if let Some(system) = body.get("system") {
+                request.insert("system".into(), system.clone());
+            }
+            request.insert("messages".into(), m.clone());
+            anthropic::from_value(Value::Object(request))
+        }
+    }
+    .map_err(|e| format!("`messages`: {e}"))?;
+    if messages.is_empty() {
+        return Err("`messages` is empty".to_owned());
+    }
+    Ok(Asked {
+        body,
+        messages,
+        stream,
+        model,
+    })
+}
+
+/// The session key a request names, and how it was found.
+fn identify(
+    wire: Wire,
+    headers: &HeaderMap,
+    asked: &Asked,
+) -> Result<(String, &'static str), String> {
+    let header = ["x-session-id", "x-agent-host-session"]
+        .iter()
+        .find_map(|name| headers.get(*name))
+        .map(|v| {
+            v.to_str()
+                .map(str::to_owned)
+                .map_err(|_| "the x-session-id header is not visible ASCII".to_owned())
+        })
+        .transpose()?;
+    let field = |path: &[&str]| -> Option<String> {
+        let mut at = asked.body.get(path[0])?;
+        for key in &path[1..] {
+            at = at.get(key)?;
+        }
+        at.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
+    };
+    let (key, source) = if let Some(key) = header.filter(|k| !k.is_empty()) {
+        (key, "header")
+    } else if let Some(key) = field(&["prompt_cache_key"]) {
+        (key, "prompt_cache_key")
+    } else if let Some(key) = match wire {
+        Wire::ChatCompletions => field(&["user"]),
+        Wire::AnthropicMessages => field(&["metadata", "user_id"]),
+    } {
+        (key, "user")
+    } else {
+        (leading_fingerprint(&asked.messages), "fingerprint")
+    };
+    if key.len() > MAX_SESSION_NAME {
+        return Err(format!(
+            "the session name ({source}) is {} bytes long; at most {MAX_SESSION_NAME} are accepted",
+            key.len()
+        ));
+    }
+    Ok((key, source))
+}
+
+/// `fp-` and the fingerprint of the system prompt and the first user
+/// message: what stays the same as a conversation grows.
+fn leading_fingerprint(messages: &[Message]) -> String {
+    let first_user = messages
+        .iter()
+        .position(|m| m.role == Role::User)
+        .map_or(messages.len().min(1), |i| i + 1);
+    format!("fp-{:016x}", fingerprint(&messages[..first_user]))
+}
+
+/// The branch a client whose history parts from `key`'s at message `at`
+/// goes to: the same for every request of that client, as it shares the
+/// history up to there.
+fn branch_key(key: &str, messages: &[Message], at: usize) -> String {
+    let upto = (at + 1).min(messages.len());
+    let mark = if at >= messages.len() { "r" } else { "" };
+    format!(
+        "{key}~{mark}{:012x}",
+        fingerprint(&messages[..upto]) & 0xffff_ffff_ffff
+    )
+}
+
+/// One request, whole.
+async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> Response {
+    let Some(provider) = state.engine.provider().cloned() else {
+        return wire.error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "the gateway has no upstream: configure [provider] (kind, base_url, model) in agent-host.toml, or start `agent-host serve` with --provider and --model",
+        );
+    };
+    if provider.settings().kind != wire.provider() {
+        return wire.error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!(
+                "this gateway's upstream speaks the {} wire; send {} requests to it (translating between the wires is not supported yet)",
+                provider.settings().kind,
+                match provider.settings().kind {
+                    ProviderKind::OpenAi => "Chat Completions (POST /v1/chat/completions)",
+                    ProviderKind::Anthropic => "Anthropic Messages (POST /v1/messages)",
+                }
+            ),
+        );
+    }
+    let asked = match read_request(wire, &bytes) {
+        Ok(asked) => asked,
+        Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
+    };
+    let (key, identified_by) = match identify(wire, &headers, &asked) {
+        Ok(found) => found,
+        Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
+    };
+    match prepare(&state, wire, &headers, asked, key, identified_by).await {
+        Ok(prepared) => send(state, provider, prepared).await,
+        Err(e) => wire.api_error(&e),
+    }
+}
+
+/// A request ready to go upstream.
+struct Outgoing {
+    wire: Wire,
+    session: Uuid,
+    n: u64,
+    body: Vec<u8>,
+    stream: bool,
+    forwarded: Vec<(String, String)>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Held until the answer is stored or dropped: one request of a
+    /// session at a time, here and (with a shared store) elsewhere.
+    _locks: (
+        tokio::sync::OwnedMutexGuard<()>,
+        Option<agent_host_store::TurnLock>,
+    ),
+}
+
+async fn prepare(
+    state: &Shared,
+    wire: Wire,
+    headers: &HeaderMap,
+    asked: Asked,
+    key: String,
+    identified_by: &'static str,
+) -> Result<Outgoing, ApiError> {
+    let agent = state.engine.config().agent.clone();
+    let mut key = key;
+    let mut branched_from = None;
+    for _ in 0..=MAX_BRANCHES {
+        let new = NewSession::new(agent.clone()).with_key(key.clone());
+        new.validate()
+            .map_err(|e| ApiError::invalid("session", e.to_string()))?;
+        let (meta, created) = crate::routes::blocking(state, move |store| {
+            store.get_or_create(&new).map(|o| (o.meta, o.created))
+        })
+        .await?;
+        let view = if created {
+            observe::created(state, &meta, Some(CHANNEL.to_owned()))
+        } else {
+            match state.index.get(meta.id) {
+                Some(view) => view,
+                None => observe::recorded(state, &meta, Change::Created),
+            }
+        };
+        let hot = state.hot.get(meta.id);
+        let turn = Arc::clone(&hot.turn).lock_owned().await;
+        let shared = crate::routes::shared_turn(state, meta.id).await?;
+        if let Some(change) = state.index.touch(meta.id, Utc::now()) {
+            observe::state_changed(state, &change);
+        }
+        let observer = observe::observer(state, &view, Some(CHANNEL.to_owned()), None);
+        let exchange = state
+            .engine
+            .exchange(
+                SessionRef::Id(meta.id),
+                asked.messages.clone(),
+                CHANNEL,
+                None,
+                observer,
+            )
+            .await?;
+        let ready = match exchange {
+            Exchange::Ready(ready) => ready,
+            Exchange::Diverged { at } => {
+                drop((turn, shared));
+                branched_from.get_or_insert_with(|| key.clone());
+                key = branch_key(&key, &asked.messages, at);
+                continue;
+            }
+        };
+        if !ready.appended.is_empty() {
+            observe::saved(
+                state,
+                &ready.meta,
+                ready.appended.clone(),
+                Some(CHANNEL.to_owned()),
+            );
+        }
+        return outgoing(
+            state,
+            wire,
+            headers,
+            asked,
+            *ready,
+            (key, identified_by, branched_from),
+            (turn, shared),
+        );
+    }
+    Err(ApiError::new(
+        ErrorKind::InvalidInput,
+        format!(
+            "the request's history parted from the stored one {MAX_BRANCHES} times over; give it its own session (x-session-id)"
+        ),
+    ))
+}
+
+fn outgoing(
+    state: &Shared,
+    wire: Wire,
+    headers: &HeaderMap,
+    asked: Asked,
+    ready: Ready,
+    (key, identified_by, branched_from): (String, &'static str, Option<String>),
+    locks: (
+        tokio::sync::OwnedMutexGuard<()>,
+        Option<agent_host_store::TurnLock>,
+    ),
+) -> Result<Outgoing, ApiError> {
+    let Ready {
+        meta,
+        appended,
+        known,
+        prepared,
+    } = ready;
+    let mut body = asked.body;
+    write_view(wire, &mut body, &prepared.view)?;
+    if asked.model.is_none()
+        && let Some(provider) = state.engine.provider()
+    {
+        body.insert("model".into(), json!(provider.settings().model));
+    }
+    if asked.stream && wire == Wire::ChatCompletions {
+        // The usage comes only when asked for; it is stored with the answer.
+        let options = body.entry("stream_options").or_insert_with(|| json!({}));
+        if let Some(options) = options.as_object_mut() {
+            options.insert("include_usage".into(), json!(true));
+        }
+    }
+    let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
+        ApiError::new(
+            ErrorKind::Internal,
+            format!("cannot write the request: {e}"),
+        )
+    })?;
+    let Prepared {
+        view,
+        compaction,
+        processors,
+        ..
+    } = prepared;
+    let usage = &compaction.report.usage;
+    let tokens_before = usage.tokens_since_summary;
+    let tokens_after = u64::from(usage.view.total());
+    let pipeline = PipelineReport::from(&compaction);
+    let summary = match &compaction.report.summary {
+        agent_host_core::pipeline::SummaryOutcome::Summarized { .. } => "created",
+        agent_host_core::pipeline::SummaryOutcome::Failed { .. } => "failed",
+        _ => "none",
+    };
+    let processor_line = processors
+        .iter()
+        .map(|r| {
+            let outcome = serde_json::to_value(r.outcome).unwrap_or_default();
+            format!("{}={}", r.name, outcome.as_str().unwrap_or("unknown"))
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let record = RequestRecord {
+        n: 0,
+        at: Utc::now(),
+        wire,
+        model: asked.model,
+        stream: asked.stream,
+        identified_by,
+        key: key.clone(),
+        branched_from: branched_from.clone(),
+        client_messages: known + appended.len(),
+        known,
+        appended: appended.iter().map(|m| m.id.clone()).collect(),
+        tokens_before,
+        tokens_after,
+        sent: view.iter().map(|m| m.id.clone()).collect(),
+        pipeline,
+        processors,
+        upstream_status: None,
+        usage: None,
+        reply: None,
+        outcome: "in_progress".to_owned(),
+        error: None,
+    };
+    let n = state.records.add(meta.id, record);
+    let mut out_headers = vec![
+        ("x-agent-host-session", meta.id.to_string()),
+        ("x-agent-host-session-key", key),
+        ("x-agent-host-session-source", identified_by.to_owned()),
+        ("x-agent-host-request", n.to_string()),
+        ("x-agent-host-tokens-before", tokens_before.to_string()),
+        ("x-agent-host-tokens-after", tokens_after.to_string()),
+        ("x-agent-host-summary", summary.to_owned()),
+        ("x-agent-host-processors", processor_line),
+    ];
+    if let Some(from) = branched_from {
+        out_headers.push(("x-agent-host-branched-from", from));
+    }
+    let forwarded = FORWARDED_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(*name)?.to_str().ok()?;
+            Some(((*name).to_owned(), value.to_owned()))
+        })
+        .collect();
+    Ok(Outgoing {
+        wire,
+        session: meta.id,
+        n,
+        body,
+        stream: asked.stream,
+        forwarded,
+        headers: out_headers
+            .into_iter()
+            .filter_map(|(name, value)| {
+                // A key a client chose may hold what a header cannot.
+                Some((
+                    HeaderName::from_static(name),
+                    HeaderValue::from_str(&value).ok()?,
+                ))
+            })
+            .collect(),
+        _locks: locks,
+    })
+}
+
+/// Puts `view` into the request body in the wire's shape.
+fn write_view(wire: Wire, body: &mut Map<String, Value>, view: &[Message]) -> Result<(), ApiError> {
+    let written = |e: agent_host_core::format::FormatError| {
+        ApiError::new(ErrorKind::Internal, format!("cannot write the view: {e}"))
+    };
+    match wire {
+        Wire::ChatCompletions => {
+            let mut messages = openai::to_values(view).map_err(written)?;
+            // Chat Completions has no input field for reasoning, and some
+            // servers refuse it in a request.
+            for m in &mut messages {
+                if let Some(object) = m.as_object_mut() {
+                    object.remove("reasoning_content");
+                }
+            }
+            body.insert("messages".into(), Value::Array(messages));
+        }
+        Wire::AnthropicMessages => {
+            let Value::Object(mut request) = anthropic::to_request(view).map_err(written)? else {
+                return Err(ApiError::new(
+                    ErrorKind::Internal,
+                    "core's Anthropic writer did not give an object",
+                ));
+            };
+            body.remove("system");
+            if let Some(system) = request.remove("system") {
+                body.insert("system".into(), system);
+            }
+            if let Some(messages) = request.remove("messages") {
+                body.insert("messages".into(), messages);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Sends the request upstream and answers the client.
+async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgoing) -> Response {
+    let relay = Relay {
+        body: out.body.clone(),
+        stream: out.stream,
+        headers: out.forwarded.clone(),
+    };
+    let wire = out.wire;
+    let relayed = match provider.relay(relay).await {
+        Ok(relayed) => relayed,
+        Err(e) => {
+            let message = e.to_string();
+            finish(&state, &out, None, "upstream_error", Some(message.clone()));
+            let status = match e {
+                ProviderError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::BAD_GATEWAY,
+            };
+            return with_headers(wire.error(status, "api_error", &message), &out.headers);
+        }
+    };
+    match relayed {
+        Relayed::Refused {
+            status,
+            content_type,
+            body,
+        } => {
+            finish(
+                &state,
+                &out,
+                Some(status),
+                "upstream_error",
+                Some(String::from_utf8_lossy(&body).into_owned()),
+            );
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() =
+                StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            if let Some(value) = content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                response.headers_mut().insert(header::CONTENT_TYPE, value);
+            }
+            with_headers(response, &out.headers)
+        }
+        Relayed::Whole { body, reply } => {
+            match reply {
+                Ok(reply) => store(&state, &out, reply, 200).await,
+                Err(e) => finish(
+                    &state,
+                    &out,
+                    Some(200),
+                    "unreadable_answer",
+                    Some(e.to_string()),
+                ),
+            }
+            let mut response = Response::new(Body::from(body));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            with_headers(response, &out.headers)
+        }
+        Relayed::Stream(upstream) => {
+            let headers = out.headers.clone();
+            let pieces = futures_util::stream::unfold(
+                Some((
+                    upstream,
+                    Pipe {
+                        state,
+                        out,
+                        done: false,
+                    },
+                )),
+                |running| async move {
+                    let (mut upstream, mut pipe) = running?;
+                    match upstream.next().await {
+                        Some(Ok(bytes)) => {
+                            Some((Ok::<_, std::io::Error>(bytes), Some((upstream, pipe))))
+                        }
+                        Some(Err(e)) => {
+                            pipe.done = true;
+                            finish(
+                                &pipe.state,
+                                &pipe.out,
+                                Some(200),
+                                "upstream_error",
+                                Some(e.to_string()),
+                            );
+                            Some((Err(std::io::Error::other(e.to_string())), None))
+                        }
+                        None => {
+                            pipe.done = true;
+                            match upstream.finish() {
+                                Ok(reply) => store(&pipe.state, &pipe.out, reply, 200).await,
+                                Err(e) => finish(
+                                    &pipe.state,
+                                    &pipe.out,
+                                    Some(200),
+                                    "unreadable_answer",
+                                    Some(e.to_string()),
+                                ),
+                            }
+                            None
+                        }
+                    }
+                },
+            );
+            let mut response = Response::new(Body::from_stream(pieces));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            with_headers(response, &headers)
+        }
+    }
+}
+
+/// A stream on its way to the client; dropped unfinished when the client
+/// hangs up, which drops the upstream request and marks the record.
+struct Pipe {
+    state: Shared,
+    out: Outgoing,
+    done: bool,
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        if !self.done {
+            finish(
+                &self.state,
+                &self.out,
+                Some(200),
+                "client_disconnected",
+                Some(
+                    "the client hung up before the answer ended; nothing of it was stored"
+                        .to_owned(),
+                ),
+            );
+        }
+    }
+}
+
+fn with_headers(mut response: Response, headers: &[(HeaderName, HeaderValue)]) -> Response {
+    for (name, value) in headers {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
+}
+
+/// Stores the answer and completes the record.
+async fn store(state: &Shared, out: &Outgoing, reply: agent_host_provider::ChatReply, status: u16) {
+    let message = reply.message;
+    if message.text().trim().is_empty() && message.tool_calls.is_empty() {
+        finish(
+            state,
+            out,
+            Some(status),
+            "unreadable_answer",
+            Some("an empty answer (no text and no tool calls) is not stored".to_owned()),
+        );
+        return;
+    }
+    let usage = message.usage;
+    match state
+        .engine
+        .store_reply(&SessionRef::Id(out.session), message, CHANNEL)
+        .await
+    {
+        Ok((stored, meta)) => {
+            let id = stored.id.clone();
+            observe::saved(state, &meta, vec![stored], Some(CHANNEL.to_owned()));
+            state.records.update(out.session, out.n, |r| {
+                r.upstream_status = Some(status);
+                r.usage = usage;
+                r.reply = Some(id);
+                r.outcome = "stored".to_owned();
+            });
+        }
+        Err(e) => {
+            tracing::warn!(
+                "the gateway could not store an answer for session {}: {e}",
+                out.session
+            );
+            finish(state, out, Some(status), "not_stored", Some(e.to_string()));
+        }
+    }
+}
+
+fn finish(
+    state: &Shared,
+    out: &Outgoing,
+    status: Option<u16>,
+    outcome: &str,
+    error: Option<String>,
+) {
+    state.records.update(out.session, out.n, |r| {
+        r.upstream_status = status;
+        r.outcome = outcome.to_owned();
+        r.error = error.map(|e| shortened(e, 2048));
+    });
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked.
+fn shortened(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" [cut]");
+    }
+    text
+}

@@ -1,0 +1,454 @@
+//! The gateway driven by the official OpenAI and Anthropic Python SDKs
+//! (pinned, installed by `tests/gateway/sdks.sh` into a virtual
+//! environment) over real HTTP, in front of the loopback model server.
+//!
+//! Each conversation resends its whole history on every request, as real
+//! agents do; the tests check what the SDKs got back, what the upstream
+//! received, and that the store holds every message once.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use agent_host_engine::{Engine, EngineConfig};
+use agent_host_provider::{ProviderKind, ProviderSettings};
+use agent_host_server::{Server, ServerConfig};
+use agent_host_store::{FileStore, SessionRef, SessionStore};
+use agent_host_testkit::model_server::{Answer, LlmServer, Scripted, Wire};
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The python of the SDKs' environment, installed once per test run. Off
+/// CI, a machine that cannot install it skips these tests with a note.
+fn sdk_python() -> Option<PathBuf> {
+    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let out = Command::new("bash")
+                .arg(repo().join("tests/gateway/sdks.sh"))
+                .output()
+                .expect("bash runs");
+            if out.status.success() {
+                let text = String::from_utf8(out.stdout).unwrap();
+                return Some(PathBuf::from(text.lines().last().unwrap().trim()));
+            }
+            let why = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the SDKs could not be installed under CI: {why}"
+            );
+            eprintln!("skipped: the OpenAI and Anthropic SDKs could not be installed: {why}");
+            None
+        })
+        .clone()
+}
+
+struct Gateway {
+    base: String,
+    store: Arc<dyn SessionStore>,
+    upstream: LlmServer,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    async fn start(wire: Wire) -> Gateway {
+        let upstream = LlmServer::start(wire);
+        let kind = match wire {
+            Wire::OpenAi => ProviderKind::OpenAi,
+            Wire::Anthropic => ProviderKind::Anthropic,
+        };
+        let mut provider = ProviderSettings::new(kind, "test-model");
+        provider.base_url = upstream.base_url();
+        provider.api_key_env = None;
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+        let engine = Engine::new(
+            EngineConfig {
+                provider: Some(provider),
+                ..EngineConfig::default()
+            },
+            store.clone(),
+            &|_: &str| None,
+        )
+        .unwrap();
+        let server = Server::new(engine, ServerConfig::default()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(server.serve(listener, async {
+            let _ = stopped.await;
+        }));
+        Gateway {
+            base,
+            store,
+            upstream,
+            stop: Some(stop),
+            _dir: dir,
+        }
+    }
+
+    /// Runs a scenario of `tests/gateway/clients.py`; its printed JSON.
+    async fn client(&self, python: &Path, scenario: &str) -> Value {
+        let mut command = tokio::process::Command::new(python);
+        command
+            .arg(repo().join("tests/gateway/clients.py"))
+            .arg(&self.base)
+            .arg(scenario);
+        let out = command.output().await.expect("python runs");
+        assert!(
+            out.status.success(),
+            "{scenario}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{scenario} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    fn session(&self, key: &str) -> Vec<agent_host_core::Message> {
+        let reference = SessionRef::Key {
+            agent: agent_host_store::DEFAULT_AGENT.to_owned(),
+            key: key.to_owned(),
+        };
+        self.store.load(&reference).unwrap().messages
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The upstream's three answers: a tool call, then two texts.
+fn script(upstream: &LlmServer) {
+    upstream.push(Answer::tool_calls(&[("call_1", "read_file", r#"{"path":"a.rs"}"#)]).into());
+    upstream.push(
+        Answer::text("It holds an empty main.")
+            .with_usage(30, 7)
+            .into(),
+    );
+    upstream.push(Answer::text("Nothing else.").with_usage(40, 3).into());
+}
+
+/// Checks one three-request conversation end to end.
+async fn conversation(wire: Wire, scenario: &str) {
+    let Some(python) = sdk_python() else { return };
+    let gateway = Gateway::start(wire).await;
+    script(&gateway.upstream);
+    let got = gateway.client(&python, scenario).await;
+    let turns = got["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3, "{got}");
+
+    // What the SDKs read: the upstream's answers, as it sent them.
+    assert_eq!(turns[0]["calls"][0]["name"], "read_file", "{got}");
+    assert_eq!(turns[0]["calls"][0]["id"], "call_1", "{got}");
+    let arguments: Value =
+        serde_json::from_str(turns[0]["calls"][0]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"path": "a.rs"}));
+    assert_eq!(turns[1]["text"], "It holds an empty main.", "{got}");
+    assert_eq!(turns[2]["text"], "Nothing else.", "{got}");
+    let (input, output) = match wire {
+        Wire::OpenAi => ("prompt_tokens", "completion_tokens"),
+        Wire::Anthropic => ("input_tokens", "output_tokens"),
+    };
+    assert_eq!(turns[1]["usage"][input], 30, "{got}");
+    assert_eq!(turns[1]["usage"][output], 7, "{got}");
+    if scenario.ends_with("stream") && wire == Wire::Anthropic {
+        let events: Vec<&str> = turns[1]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert_eq!(events.first(), Some(&"message_start"), "{events:?}");
+        assert_eq!(events.last(), Some(&"message_stop"), "{events:?}");
+    }
+
+    // The headers say which session and what the pipeline did.
+    let key = format!("sdk-{scenario}");
+    let headers = &turns[2]["headers"];
+    assert_eq!(headers["x-agent-host-session-key"], key.as_str(), "{got}");
+    assert_eq!(headers["x-agent-host-session-source"], "header", "{got}");
+    assert_eq!(headers["x-agent-host-request"], "3", "{got}");
+    assert!(
+        headers["x-agent-host-tokens-after"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            > 0,
+        "{got}"
+    );
+
+    // The upstream got each request whole, the history growing by the new
+    // messages only.
+    let sent = gateway.upstream.requests();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(
+        sent[0].streamed(),
+        scenario.ends_with("stream"),
+        "the stream flag went upstream"
+    );
+    assert!(sent[2].contains("It holds an empty main."));
+    assert!(sent[2].contains("fn main() {}"));
+    assert!(
+        sent[2].contains("read_file"),
+        "the client's tools went upstream"
+    );
+
+    // Every message stored once, in order, with the answers' usage.
+    let stored = gateway.session(&key);
+    let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ],
+        "{stored:#?}"
+    );
+    assert_eq!(stored[2].tool_calls[0].id, "call_1");
+    assert_eq!(stored[4].content, "It holds an empty main.");
+    assert_eq!(stored[4].usage.map(|u| u.input_tokens), Some(30));
+    assert_eq!(stored[6].content, "Nothing else.");
+    assert!(
+        stored
+            .iter()
+            .all(|m| m.channel.as_deref() == Some("gateway"))
+    );
+
+    // The request's record names what was stored and sent.
+    let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/3", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["outcome"], "stored", "{record}");
+    assert_eq!(record["known"], 5, "{record}");
+    assert_eq!(record["appended"].as_array().unwrap().len(), 1, "{record}");
+    assert_eq!(record["reply"], stored[6].id.as_str(), "{record}");
+    assert_eq!(record["sent"].as_array().unwrap().len(), 6, "{record}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_conversation() {
+    conversation(Wire::OpenAi, "openai").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_streamed_conversation() {
+    conversation(Wire::OpenAi, "openai-stream").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_sdk_conversation() {
+    conversation(Wire::Anthropic, "anthropic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_sdk_streamed_conversation() {
+    conversation(Wire::Anthropic, "anthropic-stream").await;
+}
+
+/// An upstream error reaches the SDK with its status and message; the
+/// user's message is stored, no answer is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_errors_reach_the_sdks_as_they_were() {
+    let Some(python) = sdk_python() else { return };
+    for (wire, scenario) in [
+        (Wire::OpenAi, "openai-error"),
+        (Wire::Anthropic, "anthropic-error"),
+    ] {
+        let gateway = Gateway::start(wire).await;
+        gateway.upstream.push(Scripted::Status {
+            status: 418,
+            body: json!({"error": {"type": "teapot", "message": "short and stout"}}).to_string(),
+            retry_after: None,
+        });
+        let got = gateway.client(&python, scenario).await;
+        assert_eq!(got["status"], 418, "{got}");
+        assert!(
+            got["message"].as_str().unwrap().contains("short and stout"),
+            "{got}"
+        );
+        let stored = gateway.session(&format!("sdk-{scenario}"));
+        assert_eq!(stored.len(), 1, "{stored:#?}");
+        assert_eq!(stored[0].content, "hello");
+    }
+}
+
+async fn post(
+    base: &str,
+    body: Value,
+    headers: &[(&str, &str)],
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let reply = request.send().await.unwrap();
+    let status = reply.status().as_u16();
+    let headers = reply.headers().clone();
+    (status, reply.json().await.unwrap_or(Value::Null), headers)
+}
+
+/// A plain client (no session id) stays in one session by the fingerprint
+/// of its leading messages; one that rewrites its history goes to a branch
+/// and the first session keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fingerprints_keep_a_plain_client_in_one_session_and_rewrites_branch() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    let base = gateway.base.clone();
+    let first = json!({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"}]});
+    let (status, reply, headers) = post(&base, first, &[]).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(headers["x-agent-host-session-source"], "fingerprint");
+    let key = headers["x-agent-host-session-key"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(key.starts_with("fp-"), "{key}");
+    let answer = reply["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let second = json!({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "Again"}]});
+    let (status, _, headers) = post(&base, second, &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-agent-host-session-key"].to_str().unwrap(), key);
+    assert_eq!(gateway.session(&key).len(), 5);
+
+    // The same start, another answer in the middle: a branch.
+    let rewritten = json!({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "something else"},
+        {"role": "user", "content": "Again"}]});
+    let (status, _, headers) = post(&base, rewritten.clone(), &[]).await;
+    assert_eq!(status, 200);
+    let branch = headers["x-agent-host-session-key"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(branch.starts_with(&format!("{key}~")), "{branch}");
+    assert_eq!(headers["x-agent-host-branched-from"].to_str().unwrap(), key);
+    assert_eq!(
+        gateway.session(&key).len(),
+        5,
+        "the first session is untouched"
+    );
+    let branched = gateway.session(&branch);
+    assert_eq!(branched.len(), 5, "{branched:#?}");
+    assert_eq!(branched[2].content, "something else");
+
+    // The branch's client goes on in the branch.
+    let mut more = rewritten;
+    let answer = gateway.session(&branch)[4].content.clone();
+    more["messages"].as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": answer}),
+        json!({"role": "user", "content": "Once more"}),
+    ]);
+    let (_, _, headers) = post(&base, more, &[]).await;
+    assert_eq!(
+        headers["x-agent-host-session-key"].to_str().unwrap(),
+        branch
+    );
+    assert_eq!(gateway.session(&branch).len(), 7);
+}
+
+/// Bad requests are refused in the wire's own error shape, naming what is
+/// wrong, and store nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_in_the_wires_shape() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    let base = gateway.base.clone();
+    for (body, says) in [
+        (json!({"model": "m"}), "`messages` is missing"),
+        (json!({"model": "m", "messages": []}), "`messages` is empty"),
+        (
+            json!({"model": "m", "messages": "hi"}),
+            "`messages` must be an array",
+        ),
+        (
+            json!({"model": "m", "messages": [{"content": "x"}]}),
+            "`messages`",
+        ),
+        (
+            json!({"model": 5, "messages": [{"role": "user", "content": "x"}]}),
+            "`model` must be a string",
+        ),
+        (json!([1, 2]), "not a JSON object"),
+    ] {
+        let (status, reply, _) = post(&base, body.clone(), &[]).await;
+        assert_eq!(status, 400, "{body}: {reply}");
+        assert_eq!(reply["error"]["type"], "invalid_request_error", "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let long = "k".repeat(600);
+    let (status, reply, _) = post(
+        &base,
+        json!({"messages": [{"role": "user", "content": "x"}]}),
+        &[("x-session-id", &long)],
+    )
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 512")
+    );
+    // The other wire's endpoint says which one this upstream speaks.
+    let reply = reqwest::Client::new()
+        .post(format!("{base}/v1/messages"))
+        .json(
+            &json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 400);
+    let reply: Value = reply.json().await.unwrap();
+    assert_eq!(reply["type"], "error");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/chat/completions"),
+        "{reply}"
+    );
+    assert!(gateway.upstream.requests().is_empty());
+    let listed: Value = reqwest::get(format!("{base}/v1/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 0, "{listed}");
+}
