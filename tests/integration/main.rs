@@ -4,6 +4,7 @@ mod chat;
 mod cli;
 mod compile_limits;
 mod config;
+mod gateway;
 mod lang_c;
 mod lang_js;
 mod lang_python;

@@ -61,10 +61,30 @@ impl Engine {
         }
         let now = Utc::now();
         let loaded = self.load_or_new(session.clone()).await?;
-        let known = match reconcile(&loaded.log, &client) {
-            Reconciled::Continues { stored } => stored,
-            Reconciled::Diverged { at } => return Ok(Exchange::Diverged { at }),
+        // After a checkpoint the log read for the view is its tail; the
+        // client's history is compared with the whole of it.
+        let whole = match &loaded.meta {
+            Some(meta) if !meta.checkpoints.is_empty() => {
+                let reference = meta.reference();
+                Some(
+                    self.blocking(move |inner| Ok(inner.store.load(&reference)?.messages))
+                        .await?,
+                )
+            }
+            _ => None,
         };
+        let known = match reconcile(whole.as_deref().unwrap_or(&loaded.log), &client) {
+            Reconciled::Continues { stored } => stored,
+            Reconciled::Diverged { at } => {
+                tracing::info!(
+                    session = %session,
+                    at,
+                    "the client's history parts from the stored log at its message {at}"
+                );
+                return Ok(Exchange::Diverged { at });
+            }
+        };
+        drop(whole);
         let agent = agent_of(Some(&session), loaded.meta.as_ref(), &self.inner.config);
         let mut appended = client.split_off(known);
         for m in &mut appended {

@@ -56,6 +56,10 @@ struct Gateway {
 
 impl Gateway {
     async fn start(wire: Wire) -> Gateway {
+        Self::start_with(wire, EngineConfig::default()).await
+    }
+
+    async fn start_with(wire: Wire, config: EngineConfig) -> Gateway {
         let upstream = LlmServer::start(wire);
         let kind = match wire {
             Wire::OpenAi => ProviderKind::OpenAi,
@@ -69,7 +73,7 @@ impl Gateway {
         let engine = Engine::new(
             EngineConfig {
                 provider: Some(provider),
-                ..EngineConfig::default()
+                ..config
             },
             store.clone(),
             &|_: &str| None,
@@ -451,4 +455,216 @@ async fn bad_requests_are_refused_in_the_wires_shape() {
         .await
         .unwrap();
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 0, "{listed}");
+}
+
+/// A client that hangs up mid-stream drops the upstream request; nothing
+/// of the answer is stored, and the record says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_mid_stream_stores_no_half_answer() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    let long = "word ".repeat(40);
+    gateway.upstream.push(Scripted::SlowStream {
+        answer: Answer::text(&long),
+        every: std::time::Duration::from_millis(50),
+    });
+    let mut reply = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .header("x-session-id", "hangs-up")
+        .json(&json!({"model": "m", "stream": true,
+                      "messages": [{"role": "user", "content": "talk"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let first = reply.chunk().await.unwrap().expect("a first piece");
+    assert!(String::from_utf8_lossy(&first).contains("data:"));
+    drop(reply);
+    // Longer than the whole answer would have taken to arrive.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let stored = gateway.session("hangs-up");
+    assert_eq!(stored.len(), 1, "only the question: {stored:#?}");
+    let record: Value = reqwest::get(format!("{}/v1/sessions/hangs-up/requests/1", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["outcome"], "client_disconnected", "{record}");
+    // The session is free again: the next request goes through.
+    let (status, _, _) = post(
+        &gateway.base,
+        json!({"model": "m", "messages": [{"role": "user", "content": "talk"}]}),
+        &[("x-session-id", "hangs-up")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(gateway.session("hangs-up").len(), 2);
+}
+
+/// Reads a Chat Completions stream: its text and tool calls.
+fn read_stream(text: &str) -> (String, Vec<(String, String, String)>) {
+    let mut answer = String::new();
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for line in text.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        for choice in chunk["choices"].as_array().unwrap() {
+            let delta = &choice["delta"];
+            answer.push_str(delta["content"].as_str().unwrap_or(""));
+            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                let index = call["index"].as_u64().unwrap() as usize;
+                if calls.len() <= index {
+                    calls.resize(index + 1, Default::default());
+                }
+                let entry = &mut calls[index];
+                entry.0.push_str(call["id"].as_str().unwrap_or(""));
+                entry
+                    .1
+                    .push_str(call["function"]["name"].as_str().unwrap_or(""));
+                entry
+                    .2
+                    .push_str(call["function"]["arguments"].as_str().unwrap_or(""));
+            }
+        }
+    }
+    (answer, calls)
+}
+
+/// Issue 17: a client replays 200 turns of real conversations into a
+/// 4,000-token window, streaming. Every upstream request is valid
+/// (the model server refuses bad role order and broken tool pairs), every
+/// answer arrives as the upstream sent it, and the session holds every
+/// message once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_real_conversation_through_a_small_window() {
+    use agent_host_core::budget::BudgetConfig;
+    use agent_host_core::pipeline::PipelineConfig;
+    use agent_host_core::{Message, Role};
+
+    let Some(corpus) = agent_host_testkit::corpus_dir() else {
+        eprintln!("skipped: no corpus");
+        return;
+    };
+    // The corpus' longest single conversation has 62 messages: one airline
+    // agent's conversations (the same system prompt each time) are chained
+    // into one session, as a long-running agent serving one customer
+    // after another would have it, until it holds 200 answers.
+    let text = std::fs::read_to_string(corpus.join("tau-bench-gpt4o-airline/gpt-4o-airline.json"))
+        .unwrap();
+    let runs: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let mut conversation: Vec<Message> = Vec::new();
+    for run in runs {
+        let messages = agent_host_core::format::openai::from_value(run["traj"].clone()).unwrap();
+        let skip = usize::from(!conversation.is_empty() && messages[0].role == Role::System);
+        conversation.extend(messages.into_iter().skip(skip).filter(|m| {
+            m.role != Role::Assistant || !m.text().trim().is_empty() || !m.tool_calls.is_empty()
+        }));
+        if conversation
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count()
+            >= 200
+        {
+            break;
+        }
+    }
+    // It ends with the 200th answer.
+    let mut answered = 0;
+    let last = conversation
+        .iter()
+        .position(|m| {
+            answered += usize::from(m.role == Role::Assistant);
+            answered == 200
+        })
+        .expect("200 answers");
+    conversation.truncate(last + 1);
+    let answers: Vec<Message> = conversation
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .cloned()
+        .collect();
+    assert_eq!(answers.len(), 200);
+
+    let mut pipeline = PipelineConfig::default();
+    pipeline.budget = BudgetConfig {
+        context_limit: 4_000,
+        response_reserve: 500,
+        ..pipeline.budget
+    };
+    let gateway = Gateway::start_with(
+        Wire::OpenAi,
+        EngineConfig {
+            pipeline,
+            ..EngineConfig::default()
+        },
+    )
+    .await;
+    let scripted: Vec<Answer> = answers
+        .iter()
+        .map(|m| {
+            let mut answer = Answer::text(m.text().as_ref());
+            for call in &m.tool_calls {
+                answer = answer.with_tool_call(&call.id, &call.name, &call.arguments);
+            }
+            answer
+        })
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    gateway.upstream.respond_with(move |_| {
+        let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Scripted::Answer(scripted[n].clone())
+    });
+
+    let http = reqwest::Client::new();
+    let mut sent = 0;
+    for (i, m) in conversation.iter().enumerate() {
+        if m.role != Role::Assistant {
+            continue;
+        }
+        let mut history = agent_host_core::format::openai::to_values(&conversation[..i]).unwrap();
+        for h in &mut history {
+            h.as_object_mut().unwrap().remove("reasoning_content");
+        }
+        let reply = http
+            .post(format!("{}/v1/chat/completions", gateway.base))
+            .header("x-session-id", "long")
+            .json(&json!({"model": "m", "stream": true, "messages": history}))
+            .send()
+            .await
+            .unwrap();
+        let status = reply.status();
+        let text = reply.text().await.unwrap();
+        assert_eq!(status, 200, "turn {sent}: {text}");
+        let (answer, calls) = read_stream(&text);
+        assert_eq!(answer, m.text().as_ref(), "turn {sent}");
+        let expected: Vec<(String, String, String)> = m
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone()))
+            .collect();
+        assert_eq!(calls, expected, "turn {sent}");
+        sent += 1;
+    }
+    assert_eq!(sent, answers.len());
+    assert_eq!(gateway.upstream.requests().len(), sent);
+
+    let stored = gateway.session("long");
+    let said: Vec<&Message> = stored.iter().filter(|m| !m.summary).collect();
+    assert_eq!(said.len(), conversation.len(), "every message once");
+    for (kept, original) in said.iter().zip(&conversation) {
+        assert!(
+            agent_host_core::reconcile::same(kept, original),
+            "{kept:#?} != {original:#?}"
+        );
+    }
+    let summaries = stored.iter().filter(|m| m.summary).count();
+    assert!(
+        summaries > 0,
+        "a 4,000-token window makes the gateway summarize"
+    );
 }
