@@ -30,10 +30,15 @@ pub enum Exchange {
 /// A prepared exchange.
 #[derive(Debug)]
 pub struct Ready {
-    /// The session, after the new messages (and any checkpoint) were stored.
+    /// The session, after what was stored (the new messages unless they
+    /// are pending, a checkpoint).
     pub meta: SessionMeta,
-    /// The client's messages that were new, as stored.
+    /// The client's messages that were new, with the ids they are stored
+    /// under.
     pub appended: Vec<Message>,
+    /// Whether `appended` is still to be stored: [`Engine::store_exchange`]
+    /// writes it with the answer, in one write.
+    pub pending: bool,
     /// How many of the client's messages the log held already.
     pub known: usize,
     /// The view to send, and what made it.
@@ -94,22 +99,9 @@ impl Engine {
             m.timestamp.get_or_insert(now);
         }
         let mut log = loaded.log;
-        let meta = if appended.is_empty() {
-            // Only a stored session can hold all of them.
-            loaded.meta.ok_or_else(|| {
-                EngineError::Internal("every message is stored, in no session".to_owned())
-            })?
-        } else {
-            let (target, batch) = (session.clone(), appended.clone());
-            self.blocking(move |inner| {
-                let meta = inner.open(&target)?;
-                Ok(inner.store.append(&meta.reference(), &batch)?)
-            })
-            .await?
-        };
         log.extend(appended.iter().cloned());
         let mut checkpoint = loaded.checkpoint;
-        let info = self.run_info(Some(&meta), Some(&session), now);
+        let info = self.run_info(loaded.meta.as_ref(), Some(&session), now);
         let chain = chain.unwrap_or_else(|| self.inner.chain.clone());
         let (mut log, prepared) = self
             .prepare_blocking(
@@ -121,49 +113,84 @@ impl Engine {
                 observer.clone(),
             )
             .await?;
-        let reference = meta.reference();
-        self.keep_checkpoint(
-            &reference,
-            &mut log,
-            &mut checkpoint,
-            &prepared,
-            false,
-            &*observer,
-        )
-        .await?;
-        let meta = if prepared.compacted() {
-            self.blocking(move |inner| crate::existing(inner.store.as_ref(), &reference))
-                .await?
-        } else {
-            meta
+        // The new messages wait for the answer, to be stored with it in one
+        // write, unless the session does not exist yet or a checkpoint goes
+        // into the log after them now.
+        let pending = match loaded.meta {
+            Some(meta) if !prepared.compacted() => Some(meta),
+            _ => None,
+        };
+        let meta = match pending.clone() {
+            Some(meta) => meta,
+            None => {
+                let (target, batch) = (session.clone(), appended.clone());
+                let meta = self
+                    .blocking(move |inner| {
+                        let meta = inner.open(&target)?;
+                        if batch.is_empty() {
+                            return Ok(meta);
+                        }
+                        Ok(inner.store.append(&meta.reference(), &batch)?)
+                    })
+                    .await?;
+                let reference = meta.reference();
+                self.keep_checkpoint(
+                    &reference,
+                    &mut log,
+                    &mut checkpoint,
+                    &prepared,
+                    false,
+                    &*observer,
+                )
+                .await?;
+                if prepared.compacted() {
+                    self.blocking(move |inner| crate::existing(inner.store.as_ref(), &reference))
+                        .await?
+                } else {
+                    meta
+                }
+            }
         };
         Ok(Exchange::Ready(Box::new(Ready {
             meta,
+            pending: pending.is_some() && !appended.is_empty(),
             appended,
             known,
             prepared,
         })))
     }
 
-    /// Stores `reply` (an answer relayed for `session`) with a fresh id, the
-    /// session's agent and the time when it has none.
-    pub async fn store_reply(
+    /// Stores the end of an exchange in one write: the client's `pending`
+    /// messages (see [`Ready::pending`]; empty when they are stored
+    /// already) and the answer relayed for them, if one arrived whole. The
+    /// answer gets a fresh id, and the session's agent and the time when it
+    /// has none. Returns the stored answer and the session.
+    pub async fn store_exchange(
         &self,
         session: &SessionRef,
-        mut reply: Message,
+        pending: Vec<Message>,
+        reply: Option<Message>,
         channel: &str,
-    ) -> Result<(Message, SessionMeta)> {
-        reply.id = new_id();
-        reply.timestamp.get_or_insert_with(Utc::now);
-        reply.channel.get_or_insert_with(|| channel.to_owned());
+    ) -> Result<(Option<Message>, SessionMeta)> {
+        let reply = reply.map(|mut reply| {
+            reply.id = new_id();
+            reply.timestamp.get_or_insert_with(Utc::now);
+            reply.channel.get_or_insert_with(|| channel.to_owned());
+            reply
+        });
         let session = session.clone();
         self.blocking(move |inner| {
             let meta = crate::existing(inner.store.as_ref(), &session)?;
-            reply.agent.get_or_insert_with(|| meta.agent.clone());
-            let meta = inner
-                .store
-                .append(&meta.reference(), std::slice::from_ref(&reply))?;
-            Ok((reply, meta))
+            let mut batch = pending;
+            if let Some(mut reply) = reply.clone() {
+                reply.agent.get_or_insert_with(|| meta.agent.clone());
+                batch.push(reply);
+            }
+            if batch.is_empty() {
+                return Ok((None, meta));
+            }
+            let meta = inner.store.append(&meta.reference(), &batch)?;
+            Ok((batch.pop().filter(|_| reply.is_some()), meta))
         })
         .await
     }

@@ -179,6 +179,12 @@ impl RelayStream {
         }
     }
 
+    /// Whether the answer's end marker went through: the client has the
+    /// whole answer, whatever comes after it.
+    pub fn is_done(&self) -> bool {
+        self.failed.is_none() && self.decoder.is_done()
+    }
+
     /// The reply put together from everything that went through: an error
     /// when the stream reported one, was malformed, or ended before its end
     /// marker (an answer cut off, which the caller must not store as whole).

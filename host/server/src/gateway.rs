@@ -478,6 +478,8 @@ struct Outgoing {
     stream: bool,
     forwarded: Vec<(String, String)>,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The client's new messages, stored with the answer.
+    pending: Vec<Message>,
     /// Held until the answer is stored or dropped: one request of a
     /// session at a time, here and (with a shared store) elsewhere.
     _locks: (
@@ -539,7 +541,7 @@ async fn prepare(
                 continue;
             }
         };
-        if !ready.appended.is_empty() {
+        if !ready.pending && !ready.appended.is_empty() {
             observe::saved(
                 state,
                 &ready.meta,
@@ -580,6 +582,7 @@ fn outgoing(
     let Ready {
         meta,
         appended,
+        pending,
         known,
         prepared,
     } = ready;
@@ -677,6 +680,7 @@ fn outgoing(
         body,
         stream: asked.stream,
         forwarded,
+        pending: if pending { appended } else { Vec::new() },
         headers: out_headers
             .into_iter()
             .filter_map(|(name, value)| {
@@ -727,6 +731,18 @@ fn write_view(wire: Wire, body: &mut Map<String, Value>, view: &[Message]) -> Re
     Ok(())
 }
 
+/// How an exchange ended, for [`persist`].
+enum Ended {
+    /// An answer arrived whole.
+    Answer(agent_host_provider::ChatReply),
+    /// No answer to store.
+    Failed {
+        status: Option<u16>,
+        outcome: &'static str,
+        error: String,
+    },
+}
+
 /// Sends the request upstream and answers the client.
 async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgoing) -> Response {
     let relay = Relay {
@@ -735,16 +751,22 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
         headers: out.forwarded.clone(),
     };
     let wire = out.wire;
+    let headers = out.headers.clone();
     let relayed = match provider.relay(relay).await {
         Ok(relayed) => relayed,
         Err(e) => {
             let message = e.to_string();
-            finish(&state, &out, None, "upstream_error", Some(message.clone()));
             let status = match e {
                 ProviderError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
                 _ => StatusCode::BAD_GATEWAY,
             };
-            return with_headers(wire.error(status, "api_error", &message), &out.headers);
+            let ended = Ended::Failed {
+                status: None,
+                outcome: "upstream_error",
+                error: message.clone(),
+            };
+            persist(&state, out, ended).await;
+            return with_headers(wire.error(status, "api_error", &message), &headers);
         }
     };
     match relayed {
@@ -753,79 +775,64 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
             content_type,
             body,
         } => {
-            finish(
-                &state,
-                &out,
-                Some(status),
-                "upstream_error",
-                Some(String::from_utf8_lossy(&body).into_owned()),
-            );
+            let ended = Ended::Failed {
+                status: Some(status),
+                outcome: "upstream_error",
+                error: String::from_utf8_lossy(&body).into_owned(),
+            };
+            persist(&state, out, ended).await;
             let mut response = Response::new(Body::from(body));
             *response.status_mut() =
                 StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
             if let Some(value) = content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
                 response.headers_mut().insert(header::CONTENT_TYPE, value);
             }
-            with_headers(response, &out.headers)
+            with_headers(response, &headers)
         }
         Relayed::Whole { body, reply } => {
-            match reply {
-                Ok(reply) => store(&state, &out, reply, 200).await,
-                Err(e) => finish(
-                    &state,
-                    &out,
-                    Some(200),
-                    "unreadable_answer",
-                    Some(e.to_string()),
-                ),
-            }
+            let ended = match reply {
+                Ok(reply) => Ended::Answer(reply),
+                Err(e) => Ended::Failed {
+                    status: Some(200),
+                    outcome: "unreadable_answer",
+                    error: e.to_string(),
+                },
+            };
+            // The client has its answer before it is stored: the session
+            // stays locked until it is, so the client's next request finds
+            // it; and a client that resends its history after a crash in
+            // between brings it back.
+            tokio::spawn(persist(&state, out, ended));
             let mut response = Response::new(Body::from(body));
             response.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             );
-            with_headers(response, &out.headers)
+            with_headers(response, &headers)
         }
         Relayed::Stream(upstream) => {
-            let headers = out.headers.clone();
             let pieces = futures_util::stream::unfold(
-                Some((
-                    upstream,
-                    Pipe {
-                        state,
-                        out,
-                        done: false,
-                    },
-                )),
-                |running| async move {
-                    let (mut upstream, mut pipe) = running?;
+                Pipe {
+                    state,
+                    out: Some(out),
+                    upstream: Some(upstream),
+                },
+                |mut pipe| async move {
+                    let upstream = pipe.upstream.as_mut()?;
                     match upstream.next().await {
-                        Some(Ok(bytes)) => {
-                            Some((Ok::<_, std::io::Error>(bytes), Some((upstream, pipe))))
-                        }
+                        Some(Ok(bytes)) => Some((Ok::<_, std::io::Error>(bytes), pipe)),
                         Some(Err(e)) => {
-                            pipe.done = true;
-                            finish(
-                                &pipe.state,
-                                &pipe.out,
-                                Some(200),
-                                "upstream_error",
-                                Some(e.to_string()),
-                            );
-                            Some((Err(std::io::Error::other(e.to_string())), None))
+                            let ended = Ended::Failed {
+                                status: Some(200),
+                                outcome: "upstream_error",
+                                error: e.to_string(),
+                            };
+                            pipe.end(ended).await;
+                            Some((Err(std::io::Error::other(e.to_string())), pipe))
                         }
                         None => {
-                            pipe.done = true;
-                            match upstream.finish() {
-                                Ok(reply) => store(&pipe.state, &pipe.out, reply, 200).await,
-                                Err(e) => finish(
-                                    &pipe.state,
-                                    &pipe.out,
-                                    Some(200),
-                                    "unreadable_answer",
-                                    Some(e.to_string()),
-                                ),
-                            }
+                            let ended = pipe.ended();
+                            pipe.end(ended).await;
                             None
                         }
                     }
@@ -844,28 +851,63 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
     }
 }
 
-/// A stream on its way to the client; dropped unfinished when the client
-/// hangs up, which drops the upstream request and marks the record.
+/// A stream on its way to the client. Dropped unfinished when the client
+/// hangs up, which drops the upstream request: the client's new messages
+/// are stored, and the answer only if it had arrived whole (a client that
+/// stops reading at the end marker has all of it).
 struct Pipe {
     state: Shared,
-    out: Outgoing,
-    done: bool,
+    out: Option<Outgoing>,
+    upstream: Option<agent_host_provider::RelayStream>,
+}
+
+impl Pipe {
+    /// How the stream ended, as far as it went.
+    fn ended(&mut self) -> Ended {
+        match self
+            .upstream
+            .take()
+            .map(agent_host_provider::RelayStream::finish)
+        {
+            Some(Ok(reply)) => Ended::Answer(reply),
+            Some(Err(e)) => Ended::Failed {
+                status: Some(200),
+                outcome: "unreadable_answer",
+                error: e.to_string(),
+            },
+            None => Ended::Failed {
+                status: Some(200),
+                outcome: "upstream_error",
+                error: "the stream ended".to_owned(),
+            },
+        }
+    }
+
+    async fn end(&mut self, ended: Ended) {
+        self.upstream = None;
+        if let Some(out) = self.out.take() {
+            // Its own task: a client that hangs up once it has read the
+            // end marker drops this stream, not the write.
+            let _ = tokio::spawn(persist(&self.state, out, ended)).await;
+        }
+    }
 }
 
 impl Drop for Pipe {
     fn drop(&mut self) {
-        if !self.done {
-            finish(
-                &self.state,
-                &self.out,
-                Some(200),
-                "client_disconnected",
-                Some(
-                    "the client hung up before the answer ended; nothing of it was stored"
-                        .to_owned(),
-                ),
-            );
-        }
+        let Some(out) = self.out.take() else { return };
+        let ended = if self.upstream.as_ref().is_some_and(|u| u.is_done()) {
+            self.ended()
+        } else {
+            Ended::Failed {
+                status: Some(200),
+                outcome: "client_disconnected",
+                error: "the client hung up before the answer ended; nothing of it was stored"
+                    .to_owned(),
+            }
+        };
+        self.upstream = None;
+        tokio::spawn(persist(&self.state, out, ended));
     }
 }
 
@@ -876,57 +918,74 @@ fn with_headers(mut response: Response, headers: &[(HeaderName, HeaderValue)]) -
     response
 }
 
-/// Stores the answer and completes the record.
-async fn store(state: &Shared, out: &Outgoing, reply: agent_host_provider::ChatReply, status: u16) {
-    let message = reply.message;
-    if message.text().trim().is_empty() && message.tool_calls.is_empty() {
-        finish(
-            state,
-            out,
-            Some(status),
-            "unreadable_answer",
-            Some("an empty answer (no text and no tool calls) is not stored".to_owned()),
-        );
-        return;
-    }
-    let usage = message.usage;
-    match state
-        .engine
-        .store_reply(&SessionRef::Id(out.session), message, CHANNEL)
-        .await
-    {
-        Ok((stored, meta)) => {
-            let id = stored.id.clone();
-            observe::saved(state, &meta, vec![stored], Some(CHANNEL.to_owned()));
-            state.records.update(out.session, out.n, |r| {
-                r.upstream_status = Some(status);
-                r.usage = usage;
-                r.reply = Some(id);
-                r.outcome = "stored".to_owned();
-            });
-        }
-        Err(e) => {
-            tracing::warn!(
-                "the gateway could not store an answer for session {}: {e}",
-                out.session
-            );
-            finish(state, out, Some(status), "not_stored", Some(e.to_string()));
-        }
-    }
-}
-
-fn finish(
+/// Stores the client's pending messages and the answer, if one arrived
+/// whole, in one write; completes the record; then lets the session go
+/// (`out` holds its locks).
+fn persist(
     state: &Shared,
-    out: &Outgoing,
-    status: Option<u16>,
-    outcome: &str,
-    error: Option<String>,
-) {
-    state.records.update(out.session, out.n, |r| {
-        r.upstream_status = status;
-        r.outcome = outcome.to_owned();
-        r.error = error.map(|e| shortened(e, 2048));
-    });
+    mut out: Outgoing,
+    ended: Ended,
+) -> impl Future<Output = ()> + Send + 'static {
+    let state = state.clone();
+    async move {
+        let (reply, status, failure) = match ended {
+            Ended::Answer(reply)
+                if reply.message.text().trim().is_empty()
+                    && reply.message.tool_calls.is_empty() =>
+            {
+                let error = "an empty answer (no text and no tool calls) is not stored";
+                (
+                    None,
+                    Some(200),
+                    Some(("unreadable_answer", error.to_owned())),
+                )
+            }
+            Ended::Answer(reply) => (Some(reply.message), Some(200), None),
+            Ended::Failed {
+                status,
+                outcome,
+                error,
+            } => (None, status, Some((outcome, error))),
+        };
+        let usage = reply.as_ref().and_then(|m| m.usage);
+        let pending = std::mem::take(&mut out.pending);
+        let stored = state
+            .engine
+            .store_exchange(
+                &SessionRef::Id(out.session),
+                pending.clone(),
+                reply,
+                CHANNEL,
+            )
+            .await;
+        let (reply_id, outcome, error) = match stored {
+            Ok((reply, meta)) => {
+                let mut messages = pending;
+                messages.extend(reply.iter().cloned());
+                if !messages.is_empty() {
+                    observe::saved(&state, &meta, messages, Some(CHANNEL.to_owned()));
+                }
+                match failure {
+                    None => (reply.map(|m| m.id), "stored", None),
+                    Some((outcome, error)) => (None, outcome, Some(error)),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "the gateway could not store an exchange of session {}: {e}",
+                    out.session
+                );
+                (None, "not_stored", Some(e.to_string()))
+            }
+        };
+        state.records.update(out.session, out.n, |r| {
+            r.upstream_status = status;
+            r.usage = usage;
+            r.reply = reply_id;
+            r.outcome = outcome.to_owned();
+            r.error = error.map(|e| shortened(e, 2048));
+        });
+    }
 }
 
 /// `text` cut to at most `max` bytes on a character boundary, marked.

@@ -116,6 +116,29 @@ impl Gateway {
         })
     }
 
+    /// Waits until every request of session `key` ended (an answer is
+    /// stored just after the client has it).
+    async fn settle(&self, key: &str) {
+        for _ in 0..500 {
+            let reply = reqwest::get(format!("{}/v1/sessions/{key}/requests", self.base))
+                .await
+                .unwrap();
+            if reply.status() == 200 {
+                let listed: Value = reply.json().await.unwrap();
+                let busy = listed["requests"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["outcome"] == "in_progress");
+                if !busy {
+                    return;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the requests of {key} did not end");
+    }
+
     fn session(&self, key: &str) -> Vec<agent_host_core::Message> {
         let reference = SessionRef::Key {
             agent: agent_host_store::DEFAULT_AGENT.to_owned(),
@@ -211,6 +234,7 @@ async fn conversation(wire: Wire, scenario: &str) {
     );
 
     // Every message stored once, in order, with the answers' usage.
+    gateway.settle(&key).await;
     let stored = gateway.session(&key);
     let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
     assert_eq!(
@@ -291,6 +315,7 @@ async fn upstream_errors_reach_the_sdks_as_they_were() {
             got["message"].as_str().unwrap().contains("short and stout"),
             "{got}"
         );
+        gateway.settle(&format!("sdk-{scenario}")).await;
         let stored = gateway.session(&format!("sdk-{scenario}"));
         assert_eq!(stored.len(), 1, "{stored:#?}");
         assert_eq!(stored[0].content, "hello");
@@ -345,6 +370,7 @@ async fn fingerprints_keep_a_plain_client_in_one_session_and_rewrites_branch() {
     let (status, _, headers) = post(&base, second, &[]).await;
     assert_eq!(status, 200);
     assert_eq!(headers["x-agent-host-session-key"].to_str().unwrap(), key);
+    gateway.settle(&key).await;
     assert_eq!(gateway.session(&key).len(), 5);
 
     // The same start, another answer in the middle: a branch.
@@ -382,6 +408,7 @@ async fn fingerprints_keep_a_plain_client_in_one_session_and_rewrites_branch() {
         headers["x-agent-host-session-key"].to_str().unwrap(),
         branch
     );
+    gateway.settle(&branch).await;
     assert_eq!(gateway.session(&branch).len(), 7);
 }
 
@@ -498,7 +525,12 @@ async fn a_client_that_hangs_up_mid_stream_stores_no_half_answer() {
     )
     .await;
     assert_eq!(status, 200);
-    assert_eq!(gateway.session("hangs-up").len(), 2);
+    gateway.settle("hangs-up").await;
+    assert_eq!(
+        gateway.session("hangs-up").len(),
+        2,
+        "the question once, and the answer"
+    );
 }
 
 /// Reads a Chat Completions stream: its text and tool calls.
@@ -653,6 +685,7 @@ async fn a_long_real_conversation_through_a_small_window() {
     assert_eq!(sent, answers.len());
     assert_eq!(gateway.upstream.requests().len(), sent);
 
+    gateway.settle("long").await;
     let stored = gateway.session("long");
     let said: Vec<&Message> = stored.iter().filter(|m| !m.summary).collect();
     assert_eq!(said.len(), conversation.len(), "every message once");
