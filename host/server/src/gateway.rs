@@ -734,7 +734,7 @@ fn write_view(wire: Wire, body: &mut Map<String, Value>, view: &[Message]) -> Re
 /// How an exchange ended, for [`persist`].
 enum Ended {
     /// An answer arrived whole.
-    Answer(agent_host_provider::ChatReply),
+    Answer(Box<agent_host_provider::ChatReply>),
     /// No answer to store.
     Failed {
         status: Option<u16>,
@@ -791,7 +791,7 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
         }
         Relayed::Whole { body, reply } => {
             let ended = match reply {
-                Ok(reply) => Ended::Answer(reply),
+                Ok(reply) => Ended::Answer(Box::new(reply)),
                 Err(e) => Ended::Failed {
                     status: Some(200),
                     outcome: "unreadable_answer",
@@ -869,7 +869,7 @@ impl Pipe {
             .take()
             .map(agent_host_provider::RelayStream::finish)
         {
-            Some(Ok(reply)) => Ended::Answer(reply),
+            Some(Ok(reply)) => Ended::Answer(Box::new(reply)),
             Some(Err(e)) => Ended::Failed {
                 status: Some(200),
                 outcome: "unreadable_answer",
