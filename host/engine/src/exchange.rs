@@ -194,4 +194,30 @@ impl Engine {
         })
         .await
     }
+
+    /// The view of `messages` with no session behind them (a request the
+    /// gateway passes through): the pipeline without summaries, which would
+    /// have nowhere to be kept, then the processors. Nothing is stored.
+    pub async fn prepare_detached(
+        &self,
+        messages: Vec<Message>,
+        chain: Option<ProcessorChain>,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Prepared> {
+        if messages.is_empty() {
+            return Err(EngineError::InvalidInput(
+                "the request has no messages: there is nothing to send".to_owned(),
+            ));
+        }
+        let info = self.run_info(None, None, Utc::now());
+        let mode = Mode {
+            no_summary: true,
+            ..Mode::default()
+        };
+        let chain = chain.unwrap_or_else(|| self.inner.chain.clone());
+        let (_, prepared) = self
+            .prepare_blocking(messages, None, mode, info, chain, observer)
+            .await?;
+        Ok(prepared)
+    }
 }

@@ -367,12 +367,38 @@ fn read_request(wire: Wire, bytes: &[u8]) -> Result<Asked, String> {
     })
 }
 
-/// The session key a request names, and how it was found.
+/// What the gateway does with a request that names no session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Anonymous {
+    /// Its session is found by a fingerprint of its leading messages.
+    #[default]
+    Fingerprint,
+    /// It is fitted and processed, and sent on; nothing is stored.
+    PassThrough,
+}
+
+impl std::str::FromStr for Anonymous {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fingerprint" => Ok(Anonymous::Fingerprint),
+            "pass-through" => Ok(Anonymous::PassThrough),
+            other => Err(format!(
+                "unknown choice {other:?}; expected `fingerprint` or `pass-through`"
+            )),
+        }
+    }
+}
+
+/// The session key a request names, and how it was found; `None` when it
+/// names none and `anonymous` says to pass it through.
 fn identify(
     wire: Wire,
     headers: &HeaderMap,
     asked: &Asked,
-) -> Result<(String, &'static str), String> {
+    anonymous: Anonymous,
+) -> Result<Option<(String, &'static str)>, String> {
     let header = ["x-session-id", "x-agent-host-session"]
         .iter()
         .find_map(|name| headers.get(*name))
@@ -398,8 +424,10 @@ fn identify(
         Wire::AnthropicMessages => field(&["metadata", "user_id"]),
     } {
         (key, "user")
-    } else {
+    } else if anonymous == Anonymous::Fingerprint {
         (leading_fingerprint(&asked.messages), "fingerprint")
+    } else {
+        return Ok(None);
     };
     if key.len() > MAX_SESSION_NAME {
         return Err(format!(
@@ -407,7 +435,7 @@ fn identify(
             key.len()
         ));
     }
-    Ok((key, source))
+    Ok(Some((key, source)))
 }
 
 /// `fp-` and the fingerprint of the system prompt and the first user
@@ -459,20 +487,55 @@ async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> R
         Ok(asked) => asked,
         Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
     };
-    let (key, identified_by) = match identify(wire, &headers, &asked) {
+    let identity = match identify(wire, &headers, &asked, state.config.anonymous) {
         Ok(found) => found,
         Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
     };
-    match prepare(&state, wire, &headers, asked, key, identified_by).await {
-        Ok(prepared) => send(state, provider, prepared).await,
+    let outgoing = match identity {
+        Some((key, identified_by)) => {
+            prepare(&state, wire, &headers, asked, key, identified_by).await
+        }
+        None => pass_through(&state, wire, &headers, asked).await,
+    };
+    match outgoing {
+        Ok(outgoing) => send(state, provider, outgoing).await,
         Err(e) => wire.api_error(&e),
     }
 }
 
+/// A request that names no session, with `--anonymous pass-through`: the
+/// pipeline (without summaries, which would have nowhere to be kept) and
+/// the processors run on its messages; nothing is stored.
+async fn pass_through(
+    state: &Shared,
+    wire: Wire,
+    headers: &HeaderMap,
+    asked: Asked,
+) -> Result<Outgoing, ApiError> {
+    let prepared = state
+        .engine
+        .prepare_detached(
+            asked.messages.clone(),
+            None,
+            Arc::new(agent_host_engine::Quiet),
+        )
+        .await?;
+    outgoing(state, wire, headers, asked, prepared, None)
+}
+
+/// The session locks a request holds until its answer is stored or
+/// dropped: one request of a session at a time, here and (with a shared
+/// store) elsewhere.
+type Locks = (
+    tokio::sync::OwnedMutexGuard<()>,
+    Option<agent_host_store::TurnLock>,
+);
+
 /// A request ready to go upstream.
 struct Outgoing {
     wire: Wire,
-    session: Uuid,
+    /// The session; `None` for a request passed through without one.
+    session: Option<Uuid>,
     n: u64,
     body: Vec<u8>,
     stream: bool,
@@ -480,12 +543,19 @@ struct Outgoing {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// The client's new messages, stored with the answer.
     pending: Vec<Message>,
-    /// Held until the answer is stored or dropped: one request of a
-    /// session at a time, here and (with a shared store) elsewhere.
-    _locks: (
-        tokio::sync::OwnedMutexGuard<()>,
-        Option<agent_host_store::TurnLock>,
-    ),
+    _locks: Option<Locks>,
+}
+
+/// What a request stored in a session holds.
+struct Held {
+    meta: agent_host_store::SessionMeta,
+    appended: Vec<Message>,
+    pending: bool,
+    known: usize,
+    key: String,
+    identified_by: &'static str,
+    branched_from: Option<String>,
+    locks: Locks,
 }
 
 async fn prepare(
@@ -549,15 +619,24 @@ async fn prepare(
                 Some(CHANNEL.to_owned()),
             );
         }
-        return outgoing(
-            state,
-            wire,
-            headers,
-            asked,
-            *ready,
-            (key, identified_by, branched_from),
-            (turn, shared),
-        );
+        let Ready {
+            meta,
+            appended,
+            pending,
+            known,
+            prepared,
+        } = *ready;
+        let held = Held {
+            meta,
+            appended,
+            pending,
+            known,
+            key,
+            identified_by,
+            branched_from,
+            locks: (turn, shared),
+        };
+        return outgoing(state, wire, headers, asked, prepared, Some(held));
     }
     Err(ApiError::new(
         ErrorKind::InvalidInput,
@@ -572,20 +651,9 @@ fn outgoing(
     wire: Wire,
     headers: &HeaderMap,
     asked: Asked,
-    ready: Ready,
-    (key, identified_by, branched_from): (String, &'static str, Option<String>),
-    locks: (
-        tokio::sync::OwnedMutexGuard<()>,
-        Option<agent_host_store::TurnLock>,
-    ),
+    prepared: Prepared,
+    held: Option<Held>,
 ) -> Result<Outgoing, ApiError> {
-    let Ready {
-        meta,
-        appended,
-        pending,
-        known,
-        prepared,
-    } = ready;
     let mut body = asked.body;
     write_view(wire, &mut body, &prepared.view)?;
     if asked.model.is_none()
@@ -629,43 +697,59 @@ fn outgoing(
         })
         .collect::<Vec<_>>()
         .join(",");
-    let record = RequestRecord {
-        n: 0,
-        at: Utc::now(),
-        wire,
-        model: asked.model,
-        stream: asked.stream,
-        identified_by,
-        key: key.clone(),
-        branched_from: branched_from.clone(),
-        client_messages: known + appended.len(),
-        known,
-        appended: appended.iter().map(|m| m.id.clone()).collect(),
-        tokens_before,
-        tokens_after,
-        sent: view.iter().map(|m| m.id.clone()).collect(),
-        pipeline,
-        processors,
-        upstream_status: None,
-        usage: None,
-        reply: None,
-        outcome: "in_progress".to_owned(),
-        error: None,
-    };
-    let n = state.records.add(meta.id, record);
     let mut out_headers = vec![
-        ("x-agent-host-session", meta.id.to_string()),
-        ("x-agent-host-session-key", key),
-        ("x-agent-host-session-source", identified_by.to_owned()),
-        ("x-agent-host-request", n.to_string()),
         ("x-agent-host-tokens-before", tokens_before.to_string()),
         ("x-agent-host-tokens-after", tokens_after.to_string()),
         ("x-agent-host-summary", summary.to_owned()),
         ("x-agent-host-processors", processor_line),
     ];
-    if let Some(from) = branched_from {
-        out_headers.push(("x-agent-host-branched-from", from));
-    }
+    let (session, n, pending, locks) = match held {
+        None => {
+            out_headers.push(("x-agent-host-session-source", "none".to_owned()));
+            (None, 0, Vec::new(), None)
+        }
+        Some(held) => {
+            let record = RequestRecord {
+                n: 0,
+                at: Utc::now(),
+                wire,
+                model: asked.model,
+                stream: asked.stream,
+                identified_by: held.identified_by,
+                key: held.key.clone(),
+                branched_from: held.branched_from.clone(),
+                client_messages: held.known + held.appended.len(),
+                known: held.known,
+                appended: held.appended.iter().map(|m| m.id.clone()).collect(),
+                tokens_before,
+                tokens_after,
+                sent: view.iter().map(|m| m.id.clone()).collect(),
+                pipeline,
+                processors,
+                upstream_status: None,
+                usage: None,
+                reply: None,
+                outcome: "in_progress".to_owned(),
+                error: None,
+            };
+            let n = state.records.add(held.meta.id, record);
+            out_headers.extend([
+                ("x-agent-host-session", held.meta.id.to_string()),
+                ("x-agent-host-session-key", held.key),
+                ("x-agent-host-session-source", held.identified_by.to_owned()),
+                ("x-agent-host-request", n.to_string()),
+            ]);
+            if let Some(from) = held.branched_from {
+                out_headers.push(("x-agent-host-branched-from", from));
+            }
+            let pending = if held.pending {
+                held.appended
+            } else {
+                Vec::new()
+            };
+            (Some(held.meta.id), n, pending, Some(held.locks))
+        }
+    };
     let forwarded = FORWARDED_HEADERS
         .iter()
         .filter_map(|name| {
@@ -675,12 +759,12 @@ fn outgoing(
         .collect();
     Ok(Outgoing {
         wire,
-        session: meta.id,
+        session,
         n,
         body,
         stream: asked.stream,
         forwarded,
-        pending: if pending { appended } else { Vec::new() },
+        pending,
         headers: out_headers
             .into_iter()
             .filter_map(|(name, value)| {
@@ -726,9 +810,85 @@ fn write_view(wire: Wire, body: &mut Map<String, Value>, view: &[Message]) -> Re
             if let Some(messages) = request.remove("messages") {
                 body.insert("messages".into(), messages);
             }
+            place_cache_breakpoints(body);
         }
     }
     Ok(())
+}
+
+/// The most `cache_control` breakpoints Anthropic takes in one request.
+const MAX_BREAKPOINTS: usize = 4;
+
+/// Marks where Anthropic may cache the prompt up to: the system prompt's
+/// last block, the last message, and the user turn before it (so the
+/// next request, one turn longer, reads what this one wrote), within the
+/// four a request may hold with the client's own on its tools. The view is
+/// written anew, so breakpoints a client put on its messages are replaced
+/// by these.
+fn place_cache_breakpoints(body: &mut Map<String, Value>) {
+    let on_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .map_or(0, |tools| {
+            tools
+                .iter()
+                .filter(|t| t.get("cache_control").is_some())
+                .count()
+        });
+    let mut room = MAX_BREAKPOINTS.saturating_sub(on_tools);
+    if room > 0
+        && let Some(system) = body.get_mut("system")
+        && mark_last_block(system)
+    {
+        room -= 1;
+    }
+    let Some(Value::Array(messages)) = body.get_mut("messages") else {
+        return;
+    };
+    let last = messages.len().checked_sub(1);
+    let earlier_user = last.and_then(|last| {
+        messages[..last]
+            .iter()
+            .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+    });
+    for at in [last, earlier_user].into_iter().flatten() {
+        if room == 0 {
+            break;
+        }
+        if let Some(content) = messages[at].get_mut("content")
+            && mark_last_block(content)
+        {
+            room -= 1;
+        }
+    }
+}
+
+/// Puts a breakpoint on the last block of `content` that may hold one (a
+/// string becomes one text block); false when none may.
+fn mark_last_block(content: &mut Value) -> bool {
+    if let Value::String(text) = content {
+        if text.is_empty() {
+            return false;
+        }
+        *content = json!([{"type": "text", "text": std::mem::take(text)}]);
+    }
+    let Value::Array(blocks) = content else {
+        return false;
+    };
+    let markable = blocks.iter_mut().rev().find(|b| {
+        !matches!(
+            b.get("type").and_then(Value::as_str),
+            Some("thinking" | "redacted_thinking")
+        ) && !(b.get("type").and_then(Value::as_str) == Some("text")
+            && b.get("text").and_then(Value::as_str) == Some(""))
+    });
+    match markable.and_then(Value::as_object_mut) {
+        Some(block) => {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            true
+        }
+        None => false,
+    }
 }
 
 /// How an exchange ended, for [`persist`].
@@ -928,6 +1088,8 @@ fn persist(
 ) -> impl Future<Output = ()> + Send + 'static {
     let state = state.clone();
     async move {
+        // Passed through without a session: nothing to store or record.
+        let Some(session) = out.session else { return };
         let (reply, status, failure) = match ended {
             Ended::Answer(reply)
                 if reply.message.text().trim().is_empty()
@@ -951,12 +1113,7 @@ fn persist(
         let pending = std::mem::take(&mut out.pending);
         let stored = state
             .engine
-            .store_exchange(
-                &SessionRef::Id(out.session),
-                pending.clone(),
-                reply,
-                CHANNEL,
-            )
+            .store_exchange(&SessionRef::Id(session), pending.clone(), reply, CHANNEL)
             .await;
         let (reply_id, outcome, error) = match stored {
             Ok((reply, meta)) => {
@@ -973,12 +1130,12 @@ fn persist(
             Err(e) => {
                 tracing::warn!(
                     "the gateway could not store an exchange of session {}: {e}",
-                    out.session
+                    session
                 );
                 (None, "not_stored", Some(e.to_string()))
             }
         };
-        state.records.update(out.session, out.n, |r| {
+        state.records.update(session, out.n, |r| {
             r.upstream_status = status;
             r.usage = usage;
             r.reply = reply_id;
@@ -999,4 +1156,67 @@ fn shortened(mut text: String, max: usize) -> String {
         text.push_str(" [cut]");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks(body: &Value) -> usize {
+        body.to_string().matches("cache_control").count()
+    }
+
+    #[test]
+    fn breakpoints_go_on_the_system_prompt_and_the_last_two_user_turns() {
+        let mut body = json!({
+            "system": "Be brief.",
+            "messages": [
+                {"role": "user", "content": "one"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hm", "signature": "s"},
+                    {"type": "text", "text": "two"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+            ]
+        });
+        place_cache_breakpoints(body.as_object_mut().unwrap());
+        assert_eq!(marks(&body), 3, "{body}");
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+        assert_eq!(
+            body["messages"][2]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+        assert_eq!(body["messages"][0]["content"][0]["text"], "one");
+        assert!(body["messages"][0]["content"][0]["cache_control"].is_object());
+        assert!(
+            body["messages"][1]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_clients_tool_breakpoints_leave_room_for_no_more_than_four() {
+        let tool = json!({"name": "t", "input_schema": {}, "cache_control": {"type": "ephemeral"}});
+        let mut body = json!({
+            "tools": [tool, tool, tool],
+            "system": [{"type": "text", "text": "Be brief."}],
+            "messages": [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]
+        });
+        place_cache_breakpoints(body.as_object_mut().unwrap());
+        assert_eq!(marks(&body), 4, "{body}");
+        assert!(body["system"][0]["cache_control"].is_object());
+        assert!(
+            body["messages"][1]["content"].is_string(),
+            "no room left: {body}"
+        );
+    }
+
+    #[test]
+    fn thinking_and_empty_blocks_are_never_marked() {
+        let mut content = json!([{"type": "thinking", "thinking": "hm", "signature": "s"}]);
+        assert!(!mark_last_block(&mut content));
+        let mut empty = json!("");
+        assert!(!mark_last_block(&mut empty));
+        assert_eq!(empty, json!(""));
+    }
 }

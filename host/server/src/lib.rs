@@ -34,9 +34,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! What it deliberately leaves out: the command line (the CLI parses flags
-//! and calls [`Server`]), and the gateway and dashboard, which mount on the
-//! same router later.
+//! On the same router: the [gateway] (`/v1/chat/completions`,
+//! `/v1/messages`: an OpenAI- and Anthropic-compatible proxy in front of the
+//! engine's provider) and the dashboard (`/`). What it deliberately leaves
+//! out: the command line (the CLI parses flags and calls [`Server`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -119,6 +120,8 @@ pub struct ServerConfig {
     pub hooks: Vec<hooks::WasmHook>,
     /// How long shutdown waits for in-flight requests and hook deliveries.
     pub shutdown_grace: Duration,
+    /// What the gateway does with a request that names no session.
+    pub anonymous: gateway::Anonymous,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +136,7 @@ impl Default for ServerConfig {
             webhooks: Vec::new(),
             hooks: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
+            anonymous: gateway::Anonymous::default(),
         }
     }
 }

@@ -60,6 +60,10 @@ impl Gateway {
     }
 
     async fn start_with(wire: Wire, config: EngineConfig) -> Gateway {
+        Self::start_full(wire, config, ServerConfig::default()).await
+    }
+
+    async fn start_full(wire: Wire, config: EngineConfig, server: ServerConfig) -> Gateway {
         let upstream = LlmServer::start(wire);
         let kind = match wire {
             Wire::OpenAi => ProviderKind::OpenAi,
@@ -79,7 +83,7 @@ impl Gateway {
             &|_: &str| None,
         )
         .unwrap();
-        let server = Server::new(engine, ServerConfig::default()).unwrap();
+        let server = Server::new(engine, server).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -232,6 +236,23 @@ async fn conversation(wire: Wire, scenario: &str) {
         sent[2].contains("read_file"),
         "the client's tools went upstream"
     );
+    if wire == Wire::Anthropic {
+        // Prompt-cache breakpoints: the system prompt and the newest turns,
+        // never more than the API takes.
+        for request in &sent {
+            let marks = request.body.to_string().matches("cache_control").count();
+            assert!(
+                (2..=4).contains(&marks),
+                "{marks} breakpoints: {}",
+                request.body
+            );
+            assert!(
+                request.body["system"][0]["cache_control"].is_object(),
+                "{}",
+                request.body
+            );
+        }
+    }
 
     // Every message stored once, in order, with the answers' usage.
     gateway.settle(&key).await;
@@ -392,6 +413,7 @@ async fn fingerprints_keep_a_plain_client_in_one_session_and_rewrites_branch() {
         5,
         "the first session is untouched"
     );
+    gateway.settle(&branch).await;
     let branched = gateway.session(&branch);
     assert_eq!(branched.len(), 5, "{branched:#?}");
     assert_eq!(branched[2].content, "something else");
@@ -700,4 +722,41 @@ async fn a_long_real_conversation_through_a_small_window() {
         summaries > 0,
         "a 4,000-token window makes the gateway summarize"
     );
+}
+
+/// With `--anonymous pass-through`, a request that names no session is
+/// fitted and sent on, and nothing is stored; one that names a session is
+/// stored as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_requests_pass_through_when_asked() {
+    let gateway = Gateway::start_full(
+        Wire::OpenAi,
+        EngineConfig::default(),
+        ServerConfig {
+            anonymous: agent_host_server::gateway::Anonymous::PassThrough,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let body = json!({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"}]});
+    let (status, reply, headers) = post(&gateway.base, body.clone(), &[]).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(headers["x-agent-host-session-source"], "none");
+    assert!(headers.get("x-agent-host-session").is_none());
+    assert_eq!(gateway.upstream.requests().len(), 1);
+    let listed: Value = reqwest::get(format!("{}/v1/sessions", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 0, "{listed}");
+
+    let (status, _, headers) = post(&gateway.base, body, &[("x-session-id", "named")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-agent-host-session-source"], "header");
+    gateway.settle("named").await;
+    assert_eq!(gateway.session("named").len(), 3);
 }

@@ -49,6 +49,16 @@ pub struct ServeArgs {
     /// for a chain. Given, it replaces the `[[processors]]` of the configuration.
     #[arg(long = "processor", short = 'p', value_name = "FILE.wasm|CRATE")]
     processors: Vec<PathBuf>,
+    /// What the gateway (`/v1/chat/completions`, `/v1/messages`) does with a request that
+    /// names no session (no `x-session-id`, `prompt_cache_key` or `user`): `fingerprint`
+    /// finds its session by its system prompt and first message; `pass-through` fits and
+    /// processes it and stores nothing.
+    #[arg(
+        long,
+        default_value = "fingerprint",
+        value_name = "fingerprint|pass-through"
+    )]
+    anonymous: agent_host_server::gateway::Anonymous,
     #[command(flatten)]
     overrides: Overrides,
 }
@@ -123,6 +133,7 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
         channel_scope: args.channel_scope,
         webhooks,
         hooks: load_hooks(&args.hooks)?,
+        anonymous: args.anonymous,
         ..ServerConfig::default()
     };
     let processors = (!args.processors.is_empty()).then(|| {

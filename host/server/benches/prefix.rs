@@ -1,0 +1,153 @@
+//! Prefix stability through the gateway: real conversations replayed turn
+//! by turn into a 16,000-token window; how often the prompt sent upstream
+//! starts with the previous turn's prompt (what a provider's prompt cache
+//! needs), and how many compactions broke it.
+//!
+//! `cargo bench -p agent-host-server --bench prefix` replays the corpus'
+//! airline agent (tau-bench; its conversations chained into one session per
+//! `BENCH_SESSION_TURNS` answers, 200 by default, as a long-running agent
+//! would hold them) through the gateway in front of the loopback model
+//! server, which answers each request with the conversation's own next
+//! answer. A turn counts as stable when the upstream's `messages` of the
+//! previous request are a prefix of this request's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_host_core::budget::BudgetConfig;
+use agent_host_core::format::openai;
+use agent_host_core::pipeline::PipelineConfig;
+use agent_host_core::{Message, Role};
+use agent_host_engine::{Engine, EngineConfig};
+use agent_host_provider::{ProviderKind, ProviderSettings};
+use agent_host_server::{Server, ServerConfig};
+use agent_host_store::{FileStore, SessionStore};
+use agent_host_testkit::model_server::{Answer, LlmServer, Scripted, Wire};
+use serde_json::{Value, json};
+
+fn main() {
+    let Some(corpus) = agent_host_testkit::corpus_dir() else {
+        eprintln!("no corpus: put ../shared/corpus beside the checkout or set AGENT_HOST_CORPUS");
+        return;
+    };
+    let per_session: usize = std::env::var("BENCH_SESSION_TURNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let text = std::fs::read_to_string(corpus.join("tau-bench-gpt4o-airline/gpt-4o-airline.json"))
+        .unwrap();
+    let runs: Vec<Value> = serde_json::from_str(&text).unwrap();
+    // Sessions of `per_session` answers each, from the conversations in order.
+    let mut sessions: Vec<Vec<Message>> = vec![Vec::new()];
+    for run in runs {
+        let messages = openai::from_value(run["traj"].clone()).unwrap();
+        let current = sessions.last_mut().unwrap();
+        let skip = usize::from(!current.is_empty() && messages[0].role == Role::System);
+        current.extend(messages.into_iter().skip(skip).filter(|m| {
+            m.role != Role::Assistant || !m.text().trim().is_empty() || !m.tool_calls.is_empty()
+        }));
+        if current.iter().filter(|m| m.role == Role::Assistant).count() >= per_session {
+            sessions.push(Vec::new());
+        }
+    }
+    sessions.retain(|s| !s.is_empty());
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let upstream = LlmServer::start(Wire::OpenAi);
+        let answers: Vec<Answer> = sessions
+            .iter()
+            .flatten()
+            .filter(|m| m.role == Role::Assistant)
+            .map(|m| {
+                let mut answer = Answer::text(m.text().as_ref());
+                for call in &m.tool_calls {
+                    answer = answer.with_tool_call(&call.id, &call.name, &call.arguments);
+                }
+                answer
+            })
+            .collect();
+        let next = Arc::new(AtomicUsize::new(0));
+        let counter = next.clone();
+        upstream.respond_with(move |_| {
+            Scripted::Answer(answers[counter.fetch_add(1, Ordering::SeqCst)].clone())
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+        let mut provider = ProviderSettings::new(ProviderKind::OpenAi, "m");
+        provider.base_url = upstream.base_url();
+        provider.api_key_env = None;
+        let mut pipeline = PipelineConfig::default();
+        pipeline.budget = BudgetConfig {
+            context_limit: 16_000,
+            response_reserve: 1_000,
+            ..pipeline.budget
+        };
+        let engine = Engine::new(
+            EngineConfig {
+                provider: Some(provider),
+                pipeline,
+                ..EngineConfig::default()
+            },
+            store,
+            &|_: &str| None,
+        )
+        .unwrap();
+        let server = Server::new(engine, ServerConfig::default()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(server.serve(listener, std::future::pending()));
+
+        let http = reqwest::Client::new();
+        let (mut turns, mut stable, mut compactions) = (0usize, 0usize, 0usize);
+        let mut after_compaction = 0usize;
+        for (s, conversation) in sessions.iter().enumerate() {
+            let mut previous: Option<Vec<Value>> = None;
+            for (i, m) in conversation.iter().enumerate() {
+                if m.role != Role::Assistant {
+                    continue;
+                }
+                let history = openai::to_values(&conversation[..i]).unwrap();
+                let reply = http
+                    .post(format!("{base}/v1/chat/completions"))
+                    .header("x-session-id", format!("prefix-{s}"))
+                    .json(&json!({"model": "m", "messages": history}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(reply.status().is_success(), "{}", reply.text().await.unwrap());
+                let compacted = reply.headers()["x-agent-host-summary"] == "created";
+                reply.bytes().await.unwrap();
+                let sent = upstream.requests().pop().unwrap().body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .clone();
+                if let Some(before) = &previous {
+                    turns += 1;
+                    if sent.len() >= before.len() && sent[..before.len()] == before[..] {
+                        stable += 1;
+                    } else if compacted {
+                        after_compaction += 1;
+                    }
+                }
+                compactions += usize::from(compacted);
+                previous = Some(sent);
+            }
+        }
+        let between = turns - after_compaction;
+        println!(
+            "# prefix stability through the gateway: {} sessions, 16,000-token window",
+            sessions.len()
+        );
+        println!(
+            "turns compared: {turns}; prompt starts with the previous prompt: {stable} ({:.1}%); \
+             of the turns without a compaction: {stable} of {between} ({:.1}%); compactions: {compactions}",
+            100.0 * stable as f64 / turns.max(1) as f64,
+            100.0 * stable as f64 / between.max(1) as f64,
+        );
+    });
+}
