@@ -876,11 +876,10 @@ fn mark_last_block(content: &mut Value) -> bool {
         return false;
     };
     let markable = blocks.iter_mut().rev().find(|b| {
-        !matches!(
-            b.get("type").and_then(Value::as_str),
-            Some("thinking" | "redacted_thinking")
-        ) && !(b.get("type").and_then(Value::as_str) == Some("text")
-            && b.get("text").and_then(Value::as_str) == Some(""))
+        let kind = b.get("type").and_then(Value::as_str);
+        let empty_text = kind == Some("text") && b.get("text").and_then(Value::as_str) == Some("");
+        let thinking = matches!(kind, Some("thinking" | "redacted_thinking"));
+        !thinking && !empty_text
     });
     match markable.and_then(Value::as_object_mut) {
         Some(block) => {
