@@ -57,7 +57,31 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async move {
+    println!(
+        "# prefix stability through the gateway: {} sessions of up to {per_session} answers, 16,000-token window",
+        sessions.len()
+    );
+    for (name, max_messages) in [
+        ("default triggers (30 messages, 80% of the window)", Some(30)),
+        ("the window trigger alone (80%)", None),
+    ] {
+        let mut pipeline = PipelineConfig::default();
+        pipeline.budget = BudgetConfig {
+            context_limit: 16_000,
+            response_reserve: 1_000,
+            ..pipeline.budget
+        };
+        if let Some(summary) = pipeline.summary.as_mut() {
+            summary.max_messages = max_messages;
+        }
+        let line = runtime.block_on(replay(&sessions, pipeline));
+        println!("{name}: {line}");
+    }
+}
+
+/// Replays `sessions` through a gateway with `pipeline`; the line to print.
+async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
+    {
         let upstream = LlmServer::start(Wire::OpenAi);
         let answers: Vec<Answer> = sessions
             .iter()
@@ -81,12 +105,6 @@ fn main() {
         let mut provider = ProviderSettings::new(ProviderKind::OpenAi, "m");
         provider.base_url = upstream.base_url();
         provider.api_key_env = None;
-        let mut pipeline = PipelineConfig::default();
-        pipeline.budget = BudgetConfig {
-            context_limit: 16_000,
-            response_reserve: 1_000,
-            ..pipeline.budget
-        };
         let engine = Engine::new(
             EngineConfig {
                 provider: Some(provider),
@@ -139,15 +157,11 @@ fn main() {
             }
         }
         let between = turns - after_compaction;
-        println!(
-            "# prefix stability through the gateway: {} sessions, 16,000-token window",
-            sessions.len()
-        );
-        println!(
+        format!(
             "turns compared: {turns}; prompt starts with the previous prompt: {stable} ({:.1}%); \
              of the turns without a compaction: {stable} of {between} ({:.1}%); compactions: {compactions}",
             100.0 * stable as f64 / turns.max(1) as f64,
             100.0 * stable as f64 / between.max(1) as f64,
-        );
-    });
+        )
+    }
 }
