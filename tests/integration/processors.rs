@@ -283,7 +283,7 @@ fn run_refuses_a_workspace_of_processors_before_building() {
     assert_eq!(out.status.code(), Some(3));
     let err = crate::util::stderr(&out);
     assert!(
-        err.contains("holds 8 processors") && err.contains("give one crate"),
+        err.contains("holds 9 processors") && err.contains("give one crate"),
         "{err}"
     );
     assert!(!err.contains("Compiling"), "refused before building: {err}");

@@ -63,7 +63,7 @@ pub fn corpus() -> Option<PathBuf> {
 }
 
 /// The standard processors, in the order the issue lists them.
-pub const STANDARD_PROCESSORS: [&str; 8] = [
+pub const STANDARD_PROCESSORS: [&str; 9] = [
     "keep-last-turns",
     "token-budget",
     "filter",
@@ -72,6 +72,7 @@ pub const STANDARD_PROCESSORS: [&str; 8] = [
     "strip-media",
     "strip-reasoning",
     "dedupe-tool-results",
+    "clear-tool-uses",
 ];
 
 /// The component of standard processor `name`, built once per test run by

@@ -62,7 +62,10 @@ fn main() {
         sessions.len()
     );
     for (name, max_messages) in [
-        ("default triggers (30 messages, 80% of the window)", Some(30)),
+        (
+            "default triggers (30 messages, 80% of the window)",
+            Some(30),
+        ),
         ("the window trigger alone (80%)", None),
     ] {
         let mut pipeline = PipelineConfig::default();
@@ -137,7 +140,11 @@ async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
                     .send()
                     .await
                     .unwrap();
-                assert!(reply.status().is_success(), "{}", reply.text().await.unwrap());
+                assert!(
+                    reply.status().is_success(),
+                    "{}",
+                    reply.text().await.unwrap()
+                );
                 let compacted = reply.headers()["x-agent-host-summary"] == "created";
                 reply.bytes().await.unwrap();
                 let sent = upstream.requests().pop().unwrap().body["messages"]
