@@ -1,12 +1,16 @@
 //! A real PostgreSQL server for tests: `initdb` into a temporary folder,
 //! `postgres` on a random loopback port with its socket in that folder, one
-//! server per test process, and a fresh schema per store.
+//! server per test process ([`server`]), and a fresh schema per store. A
+//! test that stops the database ([`TestServer::stop`], then
+//! [`TestServer::start_again`] on the same folder and port) takes a server
+//! of its own ([`own_server`]), so that the others' keeps running.
 //!
 //! `initdb` and `postgres` refuse to run as root: as root, both run as
 //! `nobody` through `setpriv`, in a folder that user owns. The server gets
 //! `SIGKILL` when the test process ends (`setpriv --pdeathsig`, from a
-//! thread that lives as long as the process); folders of servers whose
-//! process is gone are removed when the next one starts.
+//! thread that lives as long as the server, so until the process ends for
+//! the shared one); folders of servers whose process is gone are removed
+//! when the next one starts.
 //!
 //! The binaries are looked for in `AGENT_HOST_PG_BIN`, then in
 //! `/usr/lib/postgresql/*/bin` (the newest), then on `PATH`. When they are
@@ -14,15 +18,16 @@
 //! without checking anything), unless `CI` is set: then it panics.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The user the server runs as when the tests run as root (`nobody`).
 const UNPRIVILEGED: u32 = 65534;
 
-/// How long the server may take to accept connections.
+/// How long the server may take to accept connections, or to stop.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A running server.
@@ -32,9 +37,21 @@ pub struct TestServer {
     pub port: u16,
     /// Its folder (data and socket).
     pub dir: PathBuf,
+    bin: PathBuf,
     schemas: AtomicUsize,
-    /// The postmaster: killed by its death signal, never waited for.
-    _process: std::process::Child,
+    /// The postmaster, `None` while stopped.
+    postmaster: Mutex<Option<Postmaster>>,
+    /// A server of a test's own: stopped and its folder removed when
+    /// dropped (the shared one lives in a static, never dropped).
+    own: bool,
+}
+
+/// A running `postgres`, started and waited for by a thread of its own:
+/// its death signal is tied to that thread, which ends when it does.
+#[derive(Debug)]
+struct Postmaster {
+    pid: rustix::process::Pid,
+    ended: Receiver<std::io::Result<ExitStatus>>,
 }
 
 impl TestServer {
@@ -53,6 +70,72 @@ impl TestServer {
             "postgres://postgres@127.0.0.1:{}/postgres?options=-c%20search_path%3D{schema}",
             self.port
         )
+    }
+
+    /// The server's log.
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("server.log")
+    }
+
+    /// Stops the server as `pg_ctl stop -m fast` does (`SIGINT`: open
+    /// transactions are rolled back, clients disconnected, the data made
+    /// durable) and waits until it has exited. Nothing when stopped.
+    pub fn stop(&self) {
+        let mut postmaster = self
+            .postmaster
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(running) = postmaster.take() {
+            running.stop(&self.log());
+        }
+    }
+
+    /// Starts the server again, on the same folder and port, after
+    /// [`TestServer::stop`]; returns once it accepts connections. Nothing
+    /// when running.
+    pub fn start_again(&self) {
+        let mut postmaster = self
+            .postmaster
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if postmaster.is_none() {
+            let running = run(&self.bin, &self.dir, self.port).unwrap_or_else(|| {
+                panic!(
+                    "the PostgreSQL test server did not start again on port {}; see {}",
+                    self.port,
+                    self.log().display()
+                )
+            });
+            *postmaster = Some(running);
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if self.own {
+            self.stop();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Postmaster {
+    fn stop(self, log: &Path) {
+        use rustix::process::{Signal, kill_process};
+        if kill_process(self.pid, Signal::INT).is_err() {
+            return; // gone already
+        }
+        match self.ended.recv_timeout(START_TIMEOUT) {
+            Ok(_) | Err(RecvTimeoutError::Disconnected) => {}
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = kill_process(self.pid, Signal::KILL);
+                panic!(
+                    "the PostgreSQL test server did not stop within {START_TIMEOUT:?}; see {}",
+                    log.display()
+                );
+            }
+        }
     }
 }
 
@@ -95,25 +178,38 @@ pub fn count(url: &str, sql: &str) -> i64 {
 }
 
 /// The test process's server, started on first use; `None` when the
-/// PostgreSQL binaries are absent and `CI` is unset.
+/// PostgreSQL binaries are absent and `CI` is unset. Never stop it: the
+/// other tests of the process share it.
 pub fn server() -> Option<&'static TestServer> {
     static SERVER: OnceLock<Option<TestServer>> = OnceLock::new();
     SERVER
-        .get_or_init(|| {
-            let Some(bin) = binaries() else {
-                if std::env::var_os("CI").is_some() {
-                    panic!(
-                        "CI is set and no PostgreSQL binaries were found (AGENT_HOST_PG_BIN, /usr/lib/postgresql/*/bin, PATH): install postgresql"
-                    );
-                }
-                eprintln!(
-                    "SKIPPED: no PostgreSQL binaries (initdb, postgres) in AGENT_HOST_PG_BIN, /usr/lib/postgresql/*/bin or PATH; install postgresql to run the PostgreSQL tests"
-                );
-                return None;
-            };
-            Some(start(&bin))
-        })
+        .get_or_init(|| Some(init(&found_binaries()?, false)))
         .as_ref()
+}
+
+/// A server of the caller's own, in its own folder on its own port, for a
+/// test that stops and starts it; stopped and its folder removed when
+/// dropped. `None` when the PostgreSQL binaries are absent and `CI` is
+/// unset.
+pub fn own_server() -> Option<TestServer> {
+    Some(init(&found_binaries()?, true))
+}
+
+/// The binaries' folder; `None` (said on stderr) when absent, unless `CI`
+/// is set: then it panics.
+fn found_binaries() -> Option<PathBuf> {
+    let bin = binaries();
+    if bin.is_none() {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "CI is set and no PostgreSQL binaries were found (AGENT_HOST_PG_BIN, /usr/lib/postgresql/*/bin, PATH): install postgresql"
+            );
+        }
+        eprintln!(
+            "SKIPPED: no PostgreSQL binaries (initdb, postgres) in AGENT_HOST_PG_BIN, /usr/lib/postgresql/*/bin or PATH; install postgresql to run the PostgreSQL tests"
+        );
+    }
+    bin
 }
 
 /// The folder holding `initdb`, `postgres` and `pg_isready`.
@@ -169,20 +265,22 @@ fn unprivileged(program: &Path, tied: bool) -> Command {
     command
 }
 
-fn start(bin: &Path) -> TestServer {
+/// `initdb` into a new folder, then a server on a free port.
+fn init(bin: &Path, own: bool) -> TestServer {
+    static SERVERS: AtomicUsize = AtomicUsize::new(0);
     let base = std::env::temp_dir();
     remove_stale(&base);
-    let dir = base.join(format!("agent-host-pg-{}", std::process::id()));
+    let n = SERVERS.fetch_add(1, Ordering::SeqCst);
+    let dir = base.join(format!("agent-host-pg-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir(&dir).expect("the server's folder");
     if is_root() {
         std::os::unix::fs::chown(&dir, Some(UNPRIVILEGED), Some(UNPRIVILEGED))
             .expect("the server's folder given to nobody");
     }
-    let data = dir.join("data");
     let out = unprivileged(&bin.join("initdb"), false)
         .current_dir(&dir)
-        .args(["-D".as_ref(), data.as_os_str()])
+        .args(["-D".as_ref(), dir.join("data").as_os_str()])
         .args([
             "-U",
             "postgres",
@@ -205,8 +303,15 @@ fn start(bin: &Path) -> TestServer {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        if let Some(server) = run(bin, &dir, &data, port) {
-            return server;
+        if let Some(postmaster) = run(bin, &dir, port) {
+            return TestServer {
+                port,
+                dir,
+                bin: bin.to_owned(),
+                schemas: AtomicUsize::new(0),
+                postmaster: Mutex::new(Some(postmaster)),
+                own,
+            };
         }
     }
     panic!(
@@ -215,15 +320,20 @@ fn start(bin: &Path) -> TestServer {
     );
 }
 
-/// Starts `postgres` from a thread that never ends (its death signal is
-/// tied to that thread), and waits until it answers.
-fn run(bin: &Path, dir: &Path, data: &Path, port: u16) -> Option<TestServer> {
-    let log = std::fs::File::create(dir.join("server.log")).expect("the server's log");
+/// Starts `postgres` on `dir`'s data from a thread that waits for it (its
+/// death signal is tied to that thread), and waits until it answers;
+/// `None` when it exits first (the port was taken).
+fn run(bin: &Path, dir: &Path, port: u16) -> Option<Postmaster> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .expect("the server's log");
     let mut command = unprivileged(&bin.join("postgres"), true);
     command
         .current_dir(dir)
         .arg("-D")
-        .arg(data)
+        .arg(dir.join("data"))
         .args(["-p", &port.to_string(), "-k"])
         .arg(dir)
         .args([
@@ -235,28 +345,33 @@ fn run(bin: &Path, dir: &Path, data: &Path, port: u16) -> Option<TestServer> {
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("the log"))
         .stderr(log);
-    let (started, answer) = std::sync::mpsc::channel();
+    let (started, pid) = std::sync::mpsc::channel();
+    let (exited, ended) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name(format!("postgres-{port}"))
-        .spawn(move || {
-            let child = command.spawn();
-            let ok = child.is_ok();
-            let _ = started.send(child);
-            if ok {
-                loop {
-                    std::thread::park();
-                }
+        .spawn(move || match command.spawn() {
+            Ok(mut child) => {
+                let _ = started.send(Ok(child.id()));
+                let _ = exited.send(child.wait());
+            }
+            Err(e) => {
+                let _ = started.send(Err(e));
             }
         })
         .expect("a thread");
-    let mut child = answer
+    let pid = pid
         .recv()
         .expect("the thread answers")
         .expect("postgres starts");
+    let postmaster = Postmaster {
+        pid: rustix::process::Pid::from_raw(pid as i32).expect("a process id"),
+        ended,
+    };
     let deadline = Instant::now() + START_TIMEOUT;
     while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return None; // the port was taken meanwhile: try another
+        match postmaster.ended.try_recv() {
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            _ => return None, // the port was taken meanwhile: try another
         }
         let ready = Command::new(bin.join("pg_isready"))
             .args([
@@ -271,17 +386,11 @@ fn run(bin: &Path, dir: &Path, data: &Path, port: u16) -> Option<TestServer> {
             .status()
             .is_ok_and(|s| s.success());
         if ready {
-            return Some(TestServer {
-                port,
-                dir: dir.to_owned(),
-                schemas: AtomicUsize::new(0),
-                _process: child,
-            });
+            return Some(postmaster);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = rustix::process::kill_process(postmaster.pid, rustix::process::Signal::KILL);
     None
 }
 
@@ -292,6 +401,7 @@ fn remove_stale(base: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("agent-host-pg-"))
+            .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<u32>().ok())
         else {
             continue;
