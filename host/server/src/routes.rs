@@ -74,6 +74,27 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
     response
 }
 
+/// The longest `Idempotency-Key` taken, in bytes.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The request's `Idempotency-Key` header, if it has one.
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= MAX_IDEMPOTENCY_KEY)
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "idempotency-key",
+                format!("the header must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"),
+            )
+        })?;
+    Ok(Some(key.to_owned()))
+}
+
 /// Runs a blocking store call on the blocking pool.
 pub(crate) async fn blocking<T: Send + 'static>(
     state: &Shared,
@@ -471,16 +492,30 @@ pub(crate) async fn append_messages(
     State(state): State<Shared>,
     Path(name): Path<String>,
     QueryArgs(args): QueryArgs<AgentArg>,
+    headers: HeaderMap,
     JsonBody(body): JsonBody<AppendMessages>,
 ) -> ApiResult<(StatusCode, Json<Appended>)> {
+    let key = idempotency_key(&headers)?;
     let view = resolve(&state, &name, args.agent.as_deref()).await?;
     let channel = body.channel.clone();
     let messages = messages_of(body, &view)?;
     let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
-    let hot = state.hot.get(view.id);
-    let meta = hot
-        .append(state.engine.store(), view.id, messages.clone())
-        .await?;
+    let meta = match key {
+        // A retried request with the same key appends nothing (the store
+        // commits the key with the messages); not grouped with others.
+        Some(key) => {
+            let (id, batch) = (view.id, messages.clone());
+            blocking(&state, move |store| {
+                store.append_once(&SessionRef::Id(id), &key, &batch)
+            })
+            .await?
+        }
+        None => {
+            let hot = state.hot.get(view.id);
+            hot.append(state.engine.store(), view.id, messages.clone())
+                .await?
+        }
+    };
     let session = observe::saved(&state, &meta, messages, channel);
     Ok((StatusCode::CREATED, Json(Appended { ids, session })))
 }

@@ -229,3 +229,64 @@ async fn two_instances_share_sessions_events_and_every_append() {
         .await;
     }
 }
+
+/// Issue 22: a retried append with the same `Idempotency-Key` stores its
+/// messages once, through either instance; another key appends again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_with_the_same_idempotency_key_appends_once() {
+    let Some(url) =
+        tokio::task::spawn_blocking(|| postgres_server::server().map(|pg| pg.fresh_url()))
+            .await
+            .unwrap()
+    else {
+        return;
+    };
+    let (a, b) = (Instance::start(&url).await, Instance::start(&url).await);
+    let (status, _) = a.post("/v1/sessions", json!({"key": "retried"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let append = |instance: &Instance, key: &'static str, text: &'static str| {
+        instance
+            .http
+            .post(format!("{}/v1/sessions/retried/messages", instance.base))
+            .header("idempotency-key", key)
+            .json(&json!({"messages": [{"role": "user", "content": text}]}))
+            .send()
+    };
+    for instance in [&a, &b, &a] {
+        let reply = append(instance, "request-1", "once").await.unwrap();
+        assert_eq!(reply.status(), StatusCode::CREATED);
+    }
+    let reply = append(&b, "request-2", "twice").await.unwrap();
+    assert_eq!(reply.status(), StatusCode::CREATED);
+    let store = PostgresStore::open(&url).unwrap();
+    let messages = tokio::task::spawn_blocking(move || {
+        store
+            .load(&SessionRef::Key {
+                agent: agent_host_store::DEFAULT_AGENT.to_owned(),
+                key: "retried".to_owned(),
+            })
+            .unwrap()
+            .messages
+    })
+    .await
+    .unwrap();
+    let texts: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(texts, ["once", "twice"]);
+    let bad = a
+        .http
+        .post(format!("{}/v1/sessions/retried/messages", a.base))
+        .header("idempotency-key", "k".repeat(300))
+        .json(&json!({"messages": [{"role": "user", "content": "x"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let body: Value = bad.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("idempotency-key"),
+        "{body}"
+    );
+}
