@@ -59,7 +59,8 @@ pub struct Facts {
     /// The number of positions facts were taken from (messages, or the items
     /// of a parsed summary); the scale of [`Fact::last_seen`].
     pub span: usize,
-    index: HashMap<(FactKind, String), usize>,
+    /// Where each fact is in `facts`, by kind and text.
+    index: HashMap<FactKind, HashMap<String, usize>>,
 }
 
 impl Facts {
@@ -76,7 +77,8 @@ impl Facts {
             return;
         }
         self.span = self.span.max(position + 1);
-        if let Some(&i) = self.index.get(&(kind, text.to_owned())) {
+        let of_kind = self.index.entry(kind).or_default();
+        if let Some(&i) = of_kind.get(text) {
             let fact = &mut self.facts[i];
             if fact.last_seen != position {
                 fact.count += 1;
@@ -84,7 +86,7 @@ impl Facts {
             }
             return;
         }
-        self.index.insert((kind, text.to_owned()), self.facts.len());
+        of_kind.insert(text.to_owned(), self.facts.len());
         self.facts.push(Fact {
             kind,
             text: text.to_owned(),
@@ -100,15 +102,15 @@ impl Facts {
         let offset = self.span;
         for fact in later.facts {
             let position = fact.last_seen + offset;
-            match self.index.get(&(fact.kind, fact.text.clone())) {
+            let of_kind = self.index.entry(fact.kind).or_default();
+            match of_kind.get(&fact.text) {
                 Some(&i) => {
                     let mine = &mut self.facts[i];
                     mine.count += fact.count;
                     mine.last_seen = mine.last_seen.max(position);
                 }
                 None => {
-                    self.index
-                        .insert((fact.kind, fact.text.clone()), self.facts.len());
+                    of_kind.insert(fact.text.clone(), self.facts.len());
                     self.facts.push(Fact {
                         last_seen: position,
                         ..fact
