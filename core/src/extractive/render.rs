@@ -316,8 +316,8 @@ impl ExtractiveSummarizer {
     }
 
     /// Fills `plan`: the current state, a share of pending tasks and
-    /// decisions, the key values and modified files, then the rest, each
-    /// group best-ranked first.
+    /// decisions, the key values, modified files and used values, then the
+    /// rest, each group best-ranked first.
     fn choose(&self, facts: &Facts, ranked: &[&Fact], max_words: usize, mut plan: Plan) -> Plan {
         if let Some(state) = &facts.current_state {
             let cap = self.state_words.min(max_words / 10).max(1);
@@ -344,9 +344,11 @@ impl ExtractiveSummarizer {
             .collect();
         for key in [true, false] {
             for fact in ranked {
+                // Key values, modified files and what the agent used (its
+                // commands, the paths it passed to tools) come first.
                 let is_key = match fact.kind {
                     FactKind::FileModified => true,
-                    FactKind::Value(kind) => kind.is_key(),
+                    FactKind::Value(kind) => kind.is_key() || fact.uses > 0,
                     _ => false,
                 };
                 if is_key != key {

@@ -211,8 +211,15 @@ pub fn paths(text: &str) -> Vec<&str> {
 
 /// The error lines of a text: its lines (split at `\n` and `\r`) that
 /// contain `error`, `Error`, `ERROR`, `failed`, `Failed`, `FAILED`,
-/// `panicked`, `Traceback`, `exception` or `Exception`, trimmed and cut to
-/// [`MAX_ERROR_LINE_CHARS`] characters.
+/// `panicked`, `Traceback`, `exception` or `Exception` and report an error,
+/// trimmed and cut to [`MAX_ERROR_LINE_CHARS`] characters.
+///
+/// A line does not report an error when it is the boilerplate of a Python
+/// traceback (`Traceback (most recent call last):`, and the lines that join
+/// chained exceptions), or a line of code, with or without the line number a
+/// listing puts first (`12:`, `12<tab>`, `src/a.py:12:`): it starts with a
+/// keyword or comment marker (`return `, `raise `, `except`, `def `, `if `,
+/// `#`, `//`, `let `, ...), or assigns to a name (`errors = []`).
 ///
 /// ```
 /// use agent_host_core::extractive::error_lines;
@@ -220,6 +227,11 @@ pub fn paths(text: &str) -> Vec<&str> {
 /// assert_eq!(
 ///     error_lines("ok\n  thread 'main' panicked at src/main.rs:3:5  \nFAILED tests/a.py"),
 ///     ["thread 'main' panicked at src/main.rs:3:5", "FAILED tests/a.py"]
+/// );
+/// assert_eq!(
+///     error_lines("Traceback (most recent call last):\n  raise ValueError(msg)\nValueError: bad\n\
+///                  42:        return errors\nsrc/v.py:7:    self.errors = []"),
+///     ["ValueError: bad"]
 /// );
 /// ```
 pub fn error_lines(text: &str) -> Vec<&str> {
@@ -237,10 +249,76 @@ pub fn error_lines(text: &str) -> Vec<&str> {
         let start = memchr::memrchr2(b'\n', b'\r', &bytes[..found.start()]).map_or(0, |n| n + 1);
         let end = memchr::memchr2(b'\n', b'\r', &bytes[found.end()..])
             .map_or(text.len(), |n| found.end() + n);
-        out.push(cut_chars(text[start..end].trim(), MAX_ERROR_LINE_CHARS));
+        let line = text[start..end].trim();
+        if reports_error(line) {
+            out.push(cut_chars(line, MAX_ERROR_LINE_CHARS));
+        }
         next_line = end + 1;
     }
     out
+}
+
+/// Lines that hold an error word but report nothing: the headers of a
+/// Python traceback and of chained exceptions.
+const BOILERPLATE: [&str; 3] = [
+    "Traceback (most recent call last):",
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+];
+
+/// How a line of source code starts (after any line number), as opposed to
+/// a report: keywords and comment markers of common languages.
+const CODE_STARTS: [&str; 30] = [
+    "return ", "return;", "raise ", "raise;", "except", "def ", "class ", "if ", "if(", "elif ",
+    "else", "for ", "while ", "import ", "from ", "assert ", "#", "//", "/*", "* ", "fn ", "pub ",
+    "let ", "const ", "var ", "try", "catch", "throw ", "@", "with ",
+];
+
+/// Whether a line that holds an error word reports an error: not traceback
+/// boilerplate, and not a line of code (as `grep -n`, `cat -n` or an editor
+/// shows it): one that starts with a keyword or comment marker, or assigns
+/// to a name (`errors = []`, `self.error = None`).
+fn reports_error(line: &str) -> bool {
+    if BOILERPLATE.contains(&line) {
+        return false;
+    }
+    let code = without_line_number(line);
+    if CODE_STARTS.iter().any(|start| code.starts_with(start)) {
+        return false;
+    }
+    let name = code
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        .count();
+    let rest = code[name..].trim_start();
+    let assigns = name > 0
+        && rest.starts_with('=')
+        && !rest.starts_with("==")
+        && !code.as_bytes()[0].is_ascii_digit();
+    !assigns
+}
+
+/// A line without the line number a listing puts before it: `12:` / `12-`
+/// / `12<tab>` (`grep -n`, `cat -n`, SWE-agent's editor), or `path:12:`
+/// (`grep -n` over several files); trimmed.
+fn without_line_number(line: &str) -> &str {
+    let mut text = line.trim_start();
+    if let Some((head, tail)) = text.split_once(':')
+        && !head.is_empty()
+        && !head.contains(char::is_whitespace)
+        && tail.bytes().next().is_some_and(|b| b.is_ascii_digit())
+    {
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if tail[digits..].starts_with([':', '-']) {
+            text = &tail[digits + 1..];
+            return text.trim_start();
+        }
+    }
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && text[digits..].starts_with([':', '-', '\t']) {
+        text = &text[digits + 1..];
+    }
+    text.trim_start()
 }
 
 /// The identifiers of a text: tokens (split as for [`paths`], trailing
@@ -346,7 +424,7 @@ fn push_all(out: &mut Vec<KeyValue>, kind: ValueKind, values: Vec<&str>) {
 /// The document is read without being built: a tool result of a few
 /// megabytes of JSON costs its strings, not a tree of maps. Every value of a
 /// key written twice is read (a built object would keep the last).
-fn strings_or_text(text: &str) -> Vec<Cow<'_, str>> {
+pub(super) fn strings_or_text(text: &str) -> Vec<Cow<'_, str>> {
     let trimmed = text.trim_start();
     if trimmed.starts_with(['{', '[']) {
         let mut out = Vec::new();
@@ -640,6 +718,7 @@ mod tests {
     fn error_lines_line_by_line(text: &str) -> Vec<&str> {
         text.split(['\n', '\r'])
             .filter(|line| ERROR_WORDS.iter().any(|word| line.contains(word)))
+            .filter(|line| reports_error(line.trim()))
             .map(|line| cut_chars(line.trim(), MAX_ERROR_LINE_CHARS))
             .collect()
     }
