@@ -8,7 +8,12 @@
 //! - `end_to_end_8k`: the same from the files' text: parse, compact, write the
 //!   view (as OpenAI messages for the tau-bench runs, native JSONL for the
 //!   Claude Code sessions, which are import-only);
-//! - `parse`: the parse alone, the floor of `end_to_end_8k`.
+//! - `parse`: the parse alone, the floor of `end_to_end_8k`;
+//! - `tau_parse`, `tau_end_to_end_8k`: the same over the 200 tau-bench runs
+//!   only, the inputs `benches/peers/trim_messages.py` gives langchain-core
+//!   (`benches/peers/run.sh` runs both in one go);
+//! - `summarize_long_whole`: the conversations of more than 30 messages,
+//!   each summarized whole at 600 words.
 //!
 //! The throughput is over the histories' bytes as read from disk.
 //!
@@ -100,7 +105,6 @@ fn bench(c: &mut Criterion) {
         })
         .collect();
     let messages: usize = histories.iter().map(Vec::len).sum();
-    eprintln!("longest: {:?}", histories.iter().map(Vec::len).max());
     eprintln!(
         "corpus: {} histories, {bytes} bytes, {messages} messages",
         inputs.len()
@@ -157,6 +161,43 @@ fn bench(c: &mut Criterion) {
                     format::write(written_format(i.format), &view)
                         .expect("writes")
                         .len()
+                })
+                .sum::<usize>()
+        })
+    });
+    group.finish();
+
+    // The tau-bench runs alone: the inputs `benches/peers/trim_messages.py`
+    // gives langchain-core's `trim_messages` (`benches/peers/run.sh` runs both).
+    let tau: Vec<&Input> = inputs
+        .iter()
+        .filter(|i| i.format == Format::OpenAi)
+        .collect();
+    let tau_bytes: usize = tau.iter().map(|i| i.text.len()).sum();
+    let mut group = c.benchmark_group("corpus");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(tau_bytes as u64));
+    group.bench_function("tau_parse", |b| {
+        b.iter(|| {
+            tau.iter()
+                .map(|i| {
+                    format::parse(i.format, black_box(&i.text))
+                        .expect("parses")
+                        .messages
+                        .len()
+                })
+                .sum::<usize>()
+        })
+    });
+    group.bench_function("tau_end_to_end_8k", |b| {
+        b.iter(|| {
+            tau.iter()
+                .map(|i| {
+                    let log = format::parse(i.format, black_box(&i.text))
+                        .expect("parses")
+                        .messages;
+                    let view = compact(&log, None, &config, &counter, Some(&summarizer), now).view;
+                    format::write(i.format, &view).expect("writes").len()
                 })
                 .sum::<usize>()
         })
