@@ -314,3 +314,41 @@ fn each_style_keeps_its_paths_and_urls() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The summary of each whole trajectory lists the files its agent changed,
+/// whether through an editor tool without a path argument, a command in its
+/// text, or a shell command.
+#[test]
+fn files_modified_come_from_every_style_of_edit() {
+    use agent_host_core::summarize::{DEFAULT_MAX_WORDS, Summarizer, SummaryRequest};
+    let expected: [&[&str]; 3] = [
+        // `edit` with search/replace: the file its result names.
+        &["/SWE-agent__test-repo/tests/missing_colon.py"],
+        // `create exploit.py`, then `edit 1:9` on the open file.
+        &[
+            "exploit.py",
+            "/__home__udiboy__projects__LLM_CTF__llm_ctf_automation__LLM_CTF_Dataset_Dev__2016__CSAW-Quals__pwn__WarmUp/exploit.py",
+        ],
+        // `mv` through execute_bash.
+        &["/workspace/game_2048.py", "/workspace/2048.py"],
+    ];
+    for ((style, history), files) in trajectories().into_iter().zip(expected) {
+        let summary = ExtractiveSummarizer::default()
+            .summarize(&SummaryRequest {
+                messages: &history,
+                previous: None,
+                partials: &[],
+                max_words: DEFAULT_MAX_WORDS,
+            })
+            .unwrap();
+        let section = summary.split("## Key Decisions").next().unwrap_or_default();
+        for file in files {
+            assert!(
+                section.contains(&format!("- `{file}`\n")),
+                "{style}: {file} is not under Files Modified:\n{summary}"
+            );
+        }
+        // Files only read or listed are not modified.
+        assert!(!section.contains("`/workspace`\n"), "{style}:\n{summary}");
+    }
+}
