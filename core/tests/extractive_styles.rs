@@ -174,6 +174,14 @@ impl Tally {
         let summarizer = ExtractiveSummarizer::default();
         let out = compact(history, None, &config, &counter, Some(&summarizer), now);
         let text = output_text(&out.view);
+        // The summary is written to fit its share of the budget, never cut
+        // to it (a cut can break a path in two), when the share holds at
+        // least the headings (the small windows leave tau-bench's long system
+        // prompt no room at all).
+        assert!(
+            window < 8_000 || !text.contains("[... summary cut to fit the context budget]"),
+            "{name} at {window}: the summary was cut"
+        );
         let mut required: [BTreeSet<String>; 5] = Default::default();
         for message in history {
             for (kind, found) in values(message).into_iter().enumerate() {
