@@ -185,6 +185,38 @@ pub struct SummaryPlan {
     pub part_tokens: u64,
 }
 
+impl SummaryPlan {
+    /// The plan for a summarizer that reads whole spans
+    /// ([`Summarizer::reads_whole_spans`]): the span in one part, no message
+    /// left out.
+    ///
+    /// ```
+    /// use agent_host_core::compact::{SummaryPlan, Trigger};
+    ///
+    /// let plan = SummaryPlan {
+    ///     trigger: Trigger::Forced,
+    ///     span: 4,
+    ///     oversized: vec![2],
+    ///     parts: vec![vec![0, 1], vec![3]],
+    ///     part_tokens: 100,
+    /// };
+    /// let whole = plan.whole();
+    /// assert_eq!(whole.parts, [vec![0, 1, 2, 3]]);
+    /// assert!(whole.oversized.is_empty());
+    /// ```
+    pub fn whole(self) -> SummaryPlan {
+        SummaryPlan {
+            parts: if self.span == 0 {
+                Vec::new()
+            } else {
+                vec![(0..self.span).collect()]
+            },
+            oversized: Vec::new(),
+            ..self
+        }
+    }
+}
+
 /// Why no summary is planned.
 #[derive(Clone, Debug, PartialEq)]
 pub enum NoPlan {
@@ -354,7 +386,9 @@ fn split_parts(
 
 /// Runs the summarizer over a plan: one call per part, then merges of the
 /// parts when there are several. `previous` is the summary of the checkpoint
-/// being replaced, whose facts are carried forward.
+/// being replaced, whose facts are carried forward. With `max_tokens`, the
+/// call that writes the final summary is asked to fit it
+/// ([`Summarizer::summarize_within`]).
 ///
 /// A merge carries at most [`SummaryPlan::part_tokens`] of partial summaries
 /// (as `counter` counts them), like a part: many parts are merged in groups,
@@ -366,8 +400,13 @@ pub fn summarize(
     previous: Option<&str>,
     summarizer: &dyn Summarizer,
     max_words: usize,
+    max_tokens: Option<u32>,
     counter: &dyn TokenCounter,
 ) -> Result<String, SummaryError> {
+    let last = |request: &SummaryRequest<'_>| match max_tokens {
+        Some(tokens) => summarizer.summarize_within(request, tokens, counter),
+        None => summarizer.summarize(request),
+    };
     let part_messages: Vec<Vec<Message>> = plan
         .parts
         .iter()
@@ -375,7 +414,7 @@ pub fn summarize(
         .collect();
     match part_messages.as_slice() {
         [] => Ok(previous.unwrap_or_default().to_owned()),
-        [only] => summarizer.summarize(&SummaryRequest {
+        [only] => last(&SummaryRequest {
             messages: only,
             previous,
             partials: &[],
@@ -396,7 +435,7 @@ pub fn summarize(
             loop {
                 let groups = merge_groups(&partials, plan.part_tokens, counter);
                 if groups.len() == 1 {
-                    return summarizer.summarize(&SummaryRequest {
+                    return last(&SummaryRequest {
                         messages: &[],
                         previous,
                         partials: &partials,
@@ -689,7 +728,7 @@ mod tests {
         for part in &plan.parts {
             assert_ne!(history[part[0]].role, Role::Tool);
         }
-        let summary = summarize(&history, &plan, None, &Echo, 600, &counter).unwrap();
+        let summary = summarize(&history, &plan, None, &Echo, 600, None, &counter).unwrap();
         assert!(summary.starts_with("merged[u0.."), "{summary}");
     }
 
@@ -726,7 +765,7 @@ mod tests {
             words: 400,
             merges: std::sync::Mutex::new(Vec::new()),
         };
-        summarize(&history, &plan, None, &wordy, 600, &counter).unwrap();
+        summarize(&history, &plan, None, &wordy, 600, None, &counter).unwrap();
         let merges = wordy.merges.lock().unwrap();
         assert!(merges.len() > 2, "{merges:?}");
         assert!(
@@ -740,7 +779,7 @@ mod tests {
             words: 4_000,
             merges: std::sync::Mutex::new(Vec::new()),
         };
-        summarize(&history, &plan, None, &huge, 600, &counter).unwrap();
+        summarize(&history, &plan, None, &huge, 600, None, &counter).unwrap();
         assert!(huge.merges.lock().unwrap().len() >= plan.parts.len() - 1);
     }
 
@@ -757,7 +796,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let text = summarize(&history, &plan, Some("before"), &Echo, 600, &counter).unwrap();
+        let text = summarize(&history, &plan, Some("before"), &Echo, 600, None, &counter).unwrap();
         assert_eq!(text, "u0..b5");
         let now = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
         let (pair, cp) = checkpoint(&history, &plan, text, now);

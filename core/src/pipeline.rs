@@ -348,6 +348,7 @@ impl Run<'_> {
                     )
                     .and_then(|plan| match unusable_id(&messages) {
                         Some(id) => Err(NoPlan::UnusableIds { id }),
+                        None if summarizer.reads_whole_spans() => Ok(plan.whole()),
                         None => Ok(plan),
                     })
                     .and_then(|plan| {
@@ -364,12 +365,14 @@ impl Run<'_> {
                         Err(reason) => SummaryOutcome::NotDone(reason),
                         Ok((plan, covers)) => {
                             let previous = summary.last().map(|m| m.content.as_str());
+                            let room = summary_room(&system, &config.budget, counter);
                             let summarized = compact::summarize(
                                 &messages,
                                 &plan,
                                 previous,
                                 summarizer,
                                 sc.max_words,
+                                Some(room),
                                 counter,
                             )
                             .and_then(|text| {
@@ -522,6 +525,22 @@ impl Run<'_> {
             },
         }
     }
+}
+
+/// Tokens a boundary note takes at most, as `checkpoint` writes it, beyond
+/// the message overhead (its count, dates and left-out ids aside).
+const BOUNDARY_TOKENS: u64 = 48;
+
+/// The tokens the text of a new summary may take so that the checkpoint pair
+/// (the boundary note and the summary) fits the summary's share of the budget
+/// as [`cap_summary`] counts it.
+fn summary_room(system: &[Message], budget: &BudgetConfig, counter: &dyn TokenCounter) -> u32 {
+    let system_tokens: u64 = system.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    let after_system = u64::from(budget.available()).saturating_sub(system_tokens);
+    let cap = (after_system as f64 * budget.summary_share) as u64;
+    let overhead = u64::from(counter.message_overhead());
+    let room = cap.saturating_sub(BOUNDARY_TOKENS + 2 * overhead + 16);
+    u32::try_from(room).unwrap_or(u32::MAX)
 }
 
 /// Cuts the summary message of the view (never the log's) to its share of

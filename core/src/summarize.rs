@@ -6,6 +6,7 @@
 //! host adds an LLM summarizer behind the same trait.
 
 use crate::message::Message;
+use crate::tokens::TokenCounter;
 
 /// The seeds' cap on a summary's length, in words.
 pub const DEFAULT_MAX_WORDS: usize = 600;
@@ -43,4 +44,29 @@ pub trait Summarizer {
     /// Summarizes `request.messages`, or merges `request.partials` when the
     /// messages are empty and partials are given.
     fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError>;
+
+    /// Whether this summarizer reads a span of any size in one call, its
+    /// largest messages included (the extractive one does; a model has a
+    /// window). When it does, the pipeline gives it the whole span at once
+    /// instead of parts to merge, and leaves no message out for its size.
+    fn reads_whole_spans(&self) -> bool {
+        false
+    }
+
+    /// Summarizes as [`summarize`](Self::summarize) does, in at most
+    /// `max_tokens` tokens of text as `counter` counts them, so that the
+    /// summary fits its share of the context without being cut.
+    ///
+    /// The default ignores the limit (a model cannot be held to a token
+    /// count; the pipeline cuts what is over); a summarizer that can measure
+    /// what it writes, like the extractive one, writes less instead.
+    fn summarize_within(
+        &self,
+        request: &SummaryRequest<'_>,
+        max_tokens: u32,
+        counter: &dyn TokenCounter,
+    ) -> Result<String, SummaryError> {
+        let _ = (max_tokens, counter);
+        self.summarize(request)
+    }
 }

@@ -104,8 +104,28 @@ impl TokenCounter for HeuristicCounter {
     fn count_text(&self, text: &str) -> u32 {
         let latin_div = u64::from(self.latin_chars_per_token.max(1));
         let cjk_div = u64::from(self.cjk_chars_per_token.max(1));
+        // Most text is ASCII: one run of Latin characters.
+        if text.is_ascii() {
+            return saturate((text.len() as u64).div_ceil(latin_div));
+        }
         let (mut total, mut latin, mut cjk) = (0u64, 0u64, 0u64);
-        for c in text.chars() {
+        let mut rest = text;
+        while !rest.is_empty() {
+            // A run of ASCII counts as that many Latin characters, undecoded.
+            let ascii = rest.bytes().take_while(u8::is_ascii).count();
+            if ascii > 0 {
+                if cjk > 0 {
+                    total += cjk.div_ceil(cjk_div);
+                    cjk = 0;
+                }
+                latin += ascii as u64;
+                rest = &rest[ascii..];
+                continue;
+            }
+            let Some(c) = rest.chars().next() else {
+                break;
+            };
+            rest = &rest[c.len_utf8()..];
             if is_cjk(c) {
                 if latin > 0 {
                     total += latin.div_ceil(latin_div);
@@ -237,6 +257,32 @@ mod tests {
         assert_ne!(a.cache_key(), b.cache_key());
         assert_ne!(a.cache_key(), c.cache_key());
         assert_ne!(b.cache_key(), c.cache_key());
+    }
+
+    /// The count decoding every character, as the counter did before ASCII
+    /// runs were skipped.
+    fn count_char_by_char(text: &str) -> u32 {
+        let (mut total, mut latin, mut cjk) = (0u64, 0u64, 0u64);
+        for c in text.chars() {
+            if is_cjk(c) {
+                total += latin.div_ceil(4);
+                latin = 0;
+                cjk += 1;
+            } else {
+                total += cjk.div_ceil(3);
+                cjk = 0;
+                latin += 1;
+            }
+        }
+        saturate(total + latin.div_ceil(4) + cjk.div_ceil(3))
+    }
+
+    proptest::proptest! {
+        // Skipping ASCII runs counts exactly what decoding every character did.
+        #[test]
+        fn ascii_runs_count_as_decoded(text in "[a-z \n{}é語日한ー\u{3000}]{0,60}") {
+            proptest::prop_assert_eq!(count(&text), count_char_by_char(&text));
+        }
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! Facts: what a span holds that is worth keeping, with how often and how
 //! late each was seen, and how they are gathered from messages.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use super::prose::{collapse, decisions, shorten, todo_lines};
+use super::shell;
 use super::values::{
-    MAX_PATH_BYTES, ValueKind, cut_chars, identifiers, json_strings_or_text, message_key_values,
-    quantities,
+    MAX_PATH_BYTES, ValueKind, identifiers, json_strings_or_text, message_key_values, paths,
+    quantities, strings_or_text, urls,
 };
 use crate::message::{Message, Role};
 
@@ -17,9 +18,6 @@ const ITEM_WORDS: usize = 25;
 
 /// The most unanswered user messages taken for pending tasks (the last ones).
 const UNANSWERED: usize = 3;
-
-/// The most characters of a kept command.
-const MAX_COMMAND_CHARS: usize = 200;
 
 /// What a fact is, which decides the section it goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,6 +45,10 @@ pub struct Fact {
     /// The position where it was last seen (a message index for
     /// [`extract_facts`]); higher is more recent.
     pub last_seen: usize,
+    /// In how many messages the agent used it: a value in the arguments of
+    /// one of its tool calls or in a command it ran, as opposed to one it was
+    /// shown (a path in a listing).
+    pub uses: u32,
 }
 
 /// The facts of a span, ready to be written as a summary.
@@ -59,7 +61,8 @@ pub struct Facts {
     /// The number of positions facts were taken from (messages, or the items
     /// of a parsed summary); the scale of [`Fact::last_seen`].
     pub span: usize,
-    index: HashMap<(FactKind, String), usize>,
+    /// Where each fact is in `facts`, by kind and text.
+    index: HashMap<FactKind, HashMap<String, usize>>,
 }
 
 impl Facts {
@@ -76,7 +79,8 @@ impl Facts {
             return;
         }
         self.span = self.span.max(position + 1);
-        if let Some(&i) = self.index.get(&(kind, text.to_owned())) {
+        let of_kind = self.index.entry(kind).or_default();
+        if let Some(&i) = of_kind.get(text) {
             let fact = &mut self.facts[i];
             if fact.last_seen != position {
                 fact.count += 1;
@@ -84,13 +88,27 @@ impl Facts {
             }
             return;
         }
-        self.index.insert((kind, text.to_owned()), self.facts.len());
+        of_kind.insert(text.to_owned(), self.facts.len());
         self.facts.push(Fact {
             kind,
             text: text.to_owned(),
             count: 1,
             last_seen: position,
+            uses: 0,
         });
+    }
+
+    /// Records that the agent used `text`, a fact of `kind`, at `position`
+    /// (adding the fact if it is new). Call it once per position.
+    fn add_use(&mut self, kind: FactKind, text: &str, position: usize) {
+        self.add(kind, text, position);
+        if let Some(&i) = self
+            .index
+            .get(&kind)
+            .and_then(|of_kind| of_kind.get(text.trim()))
+        {
+            self.facts[i].uses += 1;
+        }
     }
 
     /// Adds the facts of a later span: their positions come after these,
@@ -100,15 +118,16 @@ impl Facts {
         let offset = self.span;
         for fact in later.facts {
             let position = fact.last_seen + offset;
-            match self.index.get(&(fact.kind, fact.text.clone())) {
+            let of_kind = self.index.entry(fact.kind).or_default();
+            match of_kind.get(&fact.text) {
                 Some(&i) => {
                     let mine = &mut self.facts[i];
                     mine.count += fact.count;
+                    mine.uses += fact.uses;
                     mine.last_seen = mine.last_seen.max(position);
                 }
                 None => {
-                    self.index
-                        .insert((fact.kind, fact.text.clone()), self.facts.len());
+                    of_kind.insert(fact.text.clone(), self.facts.len());
                     self.facts.push(Fact {
                         last_seen: position,
                         ..fact
@@ -127,8 +146,13 @@ impl Facts {
 /// appears in, with the message index as its position.
 ///
 /// - every message's key values ([`message_key_values`]) become values;
-/// - tool calls that write or edit files give Files Modified, and the
-///   `command` / `cmd` arguments of other tool calls give commands;
+/// - tool calls that write or edit files give Files Modified; the scripts
+///   the agent ran (the `command` / `cmd` arguments of other tool calls, or
+///   the fenced block that ends an assistant's text) give commands (their
+///   first line) and Files Modified (the files they write, see
+///   [`written_paths`](super::written_paths));
+/// - the paths and URLs of tool call arguments and scripts, and the
+///   commands, count as used ([`Fact::uses`]);
 /// - user and assistant text and tool arguments give identifiers; user and
 ///   assistant text gives numbers with units and TODO-like lines
 ///   (`- [ ]`, `TODO`, `Next:`, `Remaining`);
@@ -177,6 +201,59 @@ pub fn extract_facts(messages: &[Message]) -> Facts {
             }
             last_text = Some(position);
         }
+        // What the agent used: the paths and URLs of its tool calls and of
+        // the commands it ran, and those commands.
+        let mut used: BTreeSet<(FactKind, String)> = BTreeSet::new();
+        for call in &message.tool_calls {
+            for piece in strings_or_text(&call.arguments) {
+                used.extend(
+                    paths(&piece)
+                        .into_iter()
+                        .map(|p| (FactKind::Value(ValueKind::Path), p.to_owned())),
+                );
+                used.extend(
+                    urls(&piece)
+                        .into_iter()
+                        .map(|u| (FactKind::Value(ValueKind::Url), u.to_owned())),
+                );
+            }
+        }
+        for script in shell::scripts(message) {
+            used.extend(
+                paths(&script)
+                    .into_iter()
+                    .map(|p| (FactKind::Value(ValueKind::Path), p.to_owned())),
+            );
+            used.extend(
+                urls(&script)
+                    .into_iter()
+                    .map(|u| (FactKind::Value(ValueKind::Url), u.to_owned())),
+            );
+            used.insert((
+                FactKind::Value(ValueKind::Command),
+                shell::first_line(&script).to_owned(),
+            ));
+            for path in shell::written_paths(&script) {
+                facts.add(FactKind::FileModified, &path, position);
+            }
+            // SWE-agent's editor commands change the open file, which the
+            // observation names.
+            let edits_open_file = message.tool_calls.is_empty()
+                && matches!(
+                    script.split_whitespace().next(),
+                    Some("edit" | "insert" | "append")
+                );
+            if edits_open_file
+                && let Some(path) = messages
+                    .get(position + 1)
+                    .and_then(|next| shell::observed_file(&next.content))
+            {
+                facts.add(FactKind::FileModified, path, position);
+            }
+        }
+        for (kind, text) in used {
+            facts.add_use(kind, &text, position);
+        }
         for call in &message.tool_calls {
             let arguments: Option<Value> = serde_json::from_str(&call.arguments).ok();
             for piece in json_strings_or_text(&call.arguments, arguments.as_ref()) {
@@ -187,23 +264,32 @@ pub fn extract_facts(messages: &[Message]) -> Facts {
             let Some(Value::Object(arguments)) = arguments else {
                 continue;
             };
-            if is_edit_tool(&call.name) {
+            if shell::is_edit_tool(&call.name) {
                 let viewing = arguments.get("command").and_then(Value::as_str) == Some("view");
+                let mut named = false;
                 for key in PATH_ARGUMENTS {
                     match arguments.get(key).and_then(Value::as_str).map(str::trim) {
                         Some(path) if !viewing && is_one_line(path, MAX_PATH_BYTES) => {
                             facts.add(FactKind::FileModified, path, position);
+                            named = true;
                         }
                         _ => {}
                     }
                 }
-            } else {
-                for key in ["command", "cmd"] {
-                    if let Some(command) = arguments.get(key).and_then(Value::as_str) {
-                        let line = command.trim().lines().next().unwrap_or("");
-                        let line = cut_chars(line.trim(), MAX_COMMAND_CHARS);
-                        facts.add(FactKind::Value(ValueKind::Command), line, position);
+                // A patch names its files; an editor without a path argument
+                // changed the file its result names.
+                for value in arguments.values().filter_map(Value::as_str) {
+                    for path in shell::patch_paths(value) {
+                        facts.add(FactKind::FileModified, &path, position);
+                        named = true;
                     }
+                }
+                if !named
+                    && !viewing
+                    && let Some(path) = result_of(messages, position, &call.id)
+                        .and_then(|result| shell::observed_file(&result.content))
+                {
+                    facts.add(FactKind::FileModified, path, position);
                 }
             }
             if let Some(Value::Array(list)) = arguments.get("todos") {
@@ -249,13 +335,13 @@ const PATH_ARGUMENTS: [&str; 7] = [
     "file",
 ];
 
-/// Whether a tool writes or edits files.
-fn is_edit_tool(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    !name.contains("todo")
-        && ["edit", "write", "create", "str_replace", "patch", "insert"]
-            .iter()
-            .any(|k| name.contains(k))
+/// The tool result that answers the call `id` made at `position`: the first
+/// tool message after it with that call id.
+fn result_of<'a>(messages: &'a [Message], position: usize, id: &str) -> Option<&'a Message> {
+    messages[position + 1..]
+        .iter()
+        .take_while(|m| m.role != Role::Assistant || m.tool_calls.is_empty())
+        .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id))
 }
 
 fn is_one_line(text: &str, max_bytes: usize) -> bool {

@@ -7,7 +7,10 @@
 //!
 //! - `## Files Modified`: paths given to tools that write or edit files
 //!   (tool names containing `edit`, `write`, `create`, `str_replace`, `patch`
-//!   or `insert`, with a `file_path`, `path`, `notebook_path`, ... argument);
+//!   or `insert`, with a `file_path`, `path`, `notebook_path`, ... argument,
+//!   or a patch, or else the file their result names), and the files the
+//!   agent's shell commands write ([`written_paths`]: redirections, `tee`,
+//!   `sed -i`, here-documents, `apply_patch`, `mv`, `cp`, ...);
 //! - `## Key Decisions`: short sentences of the assistant that announce a
 //!   decision (`I'll`, `I will`, `Let's`, `decided`, `instead`, `because`, ...);
 //! - `## Important Values`: error lines, URLs, other paths, commands,
@@ -24,11 +27,18 @@
 //! here precisely, so that the quality of a summary can be measured: the
 //! share of the key values of a span that appear verbatim in its summary.
 //!
+//! Commands are what the agent ran ([`commands`]): the `command` argument of
+//! a shell tool call, or the fenced block that ends the text of an agent that
+//! writes its actions (SWE-agent's thought-action mode).
+//!
 //! Within the word cap, facts are ranked by frequency (in how many messages
-//! they appear) plus recency (how late they were last seen); key values and
-//! modified files come before the other values, and the lowest-ranked facts
-//! are dropped first. A value that already appears verbatim inside a kept
-//! one (a path inside an error line) costs nothing.
+//! they appear) plus recency (how late they were last seen) plus use (the
+//! agent passed it to a tool or ran it); key values, modified files and used
+//! values come before the other values, and the lowest-ranked facts are
+//! dropped first. A value that already appears verbatim inside a kept one (a
+//! path inside an error line) costs nothing. Asked to fit a number of tokens
+//! ([`Summarizer::summarize_within`]), the summary is written again with
+//! fewer words until it does: values are dropped whole, never cut.
 //!
 //! What it deliberately leaves out: reasoning (thinking) text and message
 //! metadata are not read; nothing is paraphrased.
@@ -65,15 +75,18 @@ mod prose;
 mod rank;
 mod render;
 mod sections;
+mod shell;
 mod values;
 
 pub use facts::{Fact, FactKind, Facts, extract_facts};
+pub use shell::{commands, patch_paths, written_paths};
 pub use values::{
     KeyValue, MAX_ERROR_LINE_CHARS, MAX_PATH_BYTES, ValueKind, error_lines, identifiers,
     key_values, message_key_values, paths, quantities, urls,
 };
 
 use crate::summarize::{Summarizer, SummaryError, SummaryRequest};
+use crate::tokens::TokenCounter;
 
 /// The words of the five section headings: the smallest summary there is.
 pub const MIN_WORDS: usize = 15;
@@ -103,8 +116,10 @@ impl Default for ExtractiveSummarizer {
     }
 }
 
-impl Summarizer for ExtractiveSummarizer {
-    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+impl ExtractiveSummarizer {
+    /// The facts of a request: the previous summary's, then the span's or
+    /// the partial summaries'.
+    fn facts_of(request: &SummaryRequest<'_>) -> Result<Facts, SummaryError> {
         if request.max_words < MIN_WORDS {
             return Err(SummaryError::Failed(format!(
                 "a word cap of {} is too small for the summary's five headings; \
@@ -123,7 +138,46 @@ impl Summarizer for ExtractiveSummarizer {
                 facts.append(Facts::from_summary(partial));
             }
         }
+        Ok(facts)
+    }
+}
+
+impl Summarizer for ExtractiveSummarizer {
+    fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+        let facts = Self::facts_of(request)?;
         Ok(self.render(&facts, request.max_words))
+    }
+
+    /// It reads spans of any size in one pass.
+    fn reads_whole_spans(&self) -> bool {
+        true
+    }
+
+    /// Writes the summary within the word cap and `max_tokens`: when the
+    /// text at the cap is over, it is written again with proportionally
+    /// fewer words (values are dropped whole, lowest-ranked first, never
+    /// cut), down to the headings alone.
+    fn summarize_within(
+        &self,
+        request: &SummaryRequest<'_>,
+        max_tokens: u32,
+        counter: &dyn TokenCounter,
+    ) -> Result<String, SummaryError> {
+        let facts = Self::facts_of(request)?;
+        let mut words = request.max_words;
+        loop {
+            let text = self.render(&facts, words);
+            let tokens = counter.count_text(&text);
+            if tokens <= max_tokens || words <= MIN_WORDS {
+                return Ok(text);
+            }
+            // Tokens grow about as words do; aim a little under.
+            let scaled = words as u64 * u64::from(max_tokens) * 95 / (u64::from(tokens) * 100);
+            words = usize::try_from(scaled)
+                .unwrap_or(MIN_WORDS)
+                .min(words - 1)
+                .max(MIN_WORDS);
+        }
     }
 }
 
@@ -253,7 +307,11 @@ mod tests {
                     "Write",
                     r#"{"path":"/etc/app.conf"}"#,
                 ),
-                Message::tool_result("c1", "Write", "Traceback (most recent call last):"),
+                Message::tool_result(
+                    "c1",
+                    "Write",
+                    "Traceback (most recent call last):\nPermissionError: [Errno 13] denied",
+                ),
                 Message::assistant("Config written."),
             ],
             600,
@@ -272,7 +330,7 @@ mod tests {
             .unwrap();
         for value in [
             "/etc/app.conf",
-            "Traceback (most recent call last):",
+            "PermissionError: [Errno 13] denied",
             "Let's use port 8080.",
             "https://status.example/health",
         ] {

@@ -1,6 +1,10 @@
 //! Lines and sentences of what the user and the assistant wrote: decisions,
 //! TODO-like lines, and text shortened to a number of words.
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+
 /// The words that mark a sentence as a decision.
 const DECISION_MARKERS: [&str; 10] = [
     "I'll ",
@@ -62,8 +66,15 @@ fn prose_lines(text: &str) -> Vec<&str> {
 
 /// The sentences of assistant prose that announce a decision.
 pub(super) fn decisions(text: &str) -> Vec<&str> {
+    static MARKERS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::new(DECISION_MARKERS).expect("a few short literal patterns always build")
+    });
     let mut out = Vec::new();
     for line in prose_lines(text) {
+        // A sentence holds a marker only if its line does.
+        if !MARKERS.is_match(line) {
+            continue;
+        }
         let mut start = 0;
         let bytes = line.as_bytes();
         for i in 0..bytes.len() {

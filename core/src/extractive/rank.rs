@@ -1,11 +1,16 @@
 //! How facts are ranked for the word cap: by frequency (in how many messages
-//! they appear) plus recency (how late they were last seen).
+//! they appear) plus recency (how late they were last seen) plus use (whether
+//! the agent acted on them).
 
 use super::facts::{Fact, Facts};
 
+/// The bonus of a fact the agent used (in a tool call or a command) over one
+/// it was only shown.
+const USE_BONUS: f64 = 3.0;
+
 /// The facts, best-ranked first: a score of frequency (at most 5) plus
-/// recency (up to 5, by position in the span), ties broken by the later
-/// position, then by text.
+/// recency (up to 5, by position in the span) plus 3 when the agent used it,
+/// ties broken by the later position, then by text.
 pub(super) fn ranked(facts: &Facts) -> Vec<&Fact> {
     let span = facts.span.max(1) as f64;
     let mut ranked: Vec<(&Fact, f64)> = facts
@@ -13,7 +18,8 @@ pub(super) fn ranked(facts: &Facts) -> Vec<&Fact> {
         .iter()
         .map(|fact| {
             let recency = 5.0 * (fact.last_seen + 1) as f64 / span;
-            (fact, f64::from(fact.count.min(5)) + recency)
+            let used = if fact.uses > 0 { USE_BONUS } else { 0.0 };
+            (fact, f64::from(fact.count.min(5)) + recency + used)
         })
         .collect();
     ranked.sort_by(|(a, a_score), (b, b_score)| {

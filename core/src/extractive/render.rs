@@ -1,7 +1,7 @@
 //! Fitting the ranked facts into the word cap and writing them under the
 //! five headings.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::facts::{Fact, FactKind, Facts};
 use super::prose::shorten;
@@ -22,6 +22,64 @@ const VALUE_ORDER: [ValueKind; 6] = [
     ValueKind::Identifier,
     ValueKind::Quantity,
 ];
+
+/// What separates the chosen texts in [`Plan::joined`].
+const SEPARATOR: char = '\0';
+
+/// How many leading bytes index a chosen value in [`ValueIndex`].
+const PREFIX: usize = 4;
+
+/// The chosen Important Values, indexed by their first [`PREFIX`] bytes, so
+/// that finding those that appear inside a new value takes one look-up per
+/// position of the new value instead of one substring search per chosen
+/// value.
+#[derive(Default)]
+struct ValueIndex {
+    /// Values of at least [`PREFIX`] bytes, by their first bytes.
+    long: HashMap<[u8; PREFIX], Vec<String>>,
+    /// Shorter values.
+    short: Vec<String>,
+}
+
+impl ValueIndex {
+    fn insert(&mut self, text: &str) {
+        match text.as_bytes().first_chunk::<PREFIX>() {
+            Some(key) => self.long.entry(*key).or_default().push(text.to_owned()),
+            None => self.short.push(text.to_owned()),
+        }
+    }
+
+    fn remove(&mut self, text: &str) {
+        let list = match text.as_bytes().first_chunk::<PREFIX>() {
+            Some(key) => self.long.get_mut(key),
+            None => Some(&mut self.short),
+        };
+        if let Some(list) = list
+            && let Some(at) = list.iter().position(|t| t == text)
+        {
+            list.swap_remove(at);
+        }
+    }
+
+    /// The indexed values that appear verbatim in `value`, once for each
+    /// place they appear.
+    fn inside<'a>(&'a self, value: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let bytes = value.as_bytes();
+        let short = self
+            .short
+            .iter()
+            .filter(move |t| value.contains(t.as_str()));
+        let long = (0..bytes.len().saturating_sub(PREFIX - 1)).flat_map(move |i| {
+            let key: &[u8; PREFIX] = bytes[i..].first_chunk().expect("i leaves PREFIX bytes");
+            self.long
+                .get(key)
+                .into_iter()
+                .flatten()
+                .filter(move |t| bytes[i..].starts_with(t.as_bytes()))
+        });
+        short.chain(long).map(String::as_str)
+    }
+}
 
 /// A piece of text chosen for the summary.
 struct Chosen {
@@ -53,6 +111,14 @@ impl Chosen {
 /// The texts chosen for a summary, within a budget of words (headings aside).
 struct Plan {
     chosen: Vec<Chosen>,
+    /// Every chosen text, each followed by [`SEPARATOR`], in no particular
+    /// order: whether a text without the separator appears verbatim in a
+    /// chosen one is one search of this (a match cannot span two texts).
+    joined: String,
+    /// `joined` misses no chosen text but may hold dropped ones.
+    joined_stale: bool,
+    /// The chosen Important Values, to find those inside a new value.
+    values: ValueIndex,
     budget: usize,
     /// One-word values share bullets, [`PACK`] to a bullet.
     packed: bool,
@@ -66,6 +132,9 @@ impl Plan {
     fn new(budget: usize, packed: bool) -> Self {
         Plan {
             chosen: Vec::new(),
+            joined: String::new(),
+            joined_stale: false,
+            values: ValueIndex::default(),
             budget,
             packed,
             used: 0,
@@ -90,8 +159,28 @@ impl Plan {
     }
 
     /// Whether a text already appears verbatim in a chosen one.
-    fn covers(&self, text: &str) -> bool {
-        self.chosen.iter().any(|c| c.text.contains(text))
+    fn covers(&mut self, text: &str) -> bool {
+        if text.contains(SEPARATOR) {
+            return self.chosen.iter().any(|c| c.text.contains(text));
+        }
+        if std::mem::take(&mut self.joined_stale) {
+            self.joined.clear();
+            for c in &self.chosen {
+                self.joined.push_str(&c.text);
+                self.joined.push(SEPARATOR);
+            }
+        }
+        memchr::memmem::find(self.joined.as_bytes(), text.as_bytes()).is_some()
+    }
+
+    /// Adds a chosen text.
+    fn push(&mut self, chosen: Chosen) {
+        self.joined.push_str(&chosen.text);
+        self.joined.push(SEPARATOR);
+        if chosen.section == Section::ImportantValues {
+            self.values.insert(&chosen.text);
+        }
+        self.chosen.push(chosen);
     }
 
     /// Takes a text into a section if it is not there yet and fits; says
@@ -109,7 +198,7 @@ impl Plan {
         if words == 0 || self.used + line_words > self.budget {
             return false;
         }
-        self.chosen.push(Chosen::new(section, None, text));
+        self.push(Chosen::new(section, None, text));
         self.used += line_words;
         true
     }
@@ -127,23 +216,32 @@ impl Plan {
         } else {
             1 + chosen.words
         };
-        let inside =
-            |c: &Chosen| c.section == Section::ImportantValues && value.contains(c.text.as_str());
-        if self.used + at_least > self.budget && !self.chosen.iter().any(inside) {
+        // The chosen values inside this one (Important Values are unique).
+        let inside: HashSet<String> = self.values.inside(value).map(str::to_owned).collect();
+        if self.used + at_least > self.budget && inside.is_empty() {
             return false;
         }
         let mut dropped = Vec::new();
-        for (i, c) in std::mem::take(&mut self.chosen).into_iter().enumerate() {
-            if inside(&c) {
-                dropped.push((i, c));
-            } else {
-                self.chosen.push(c);
+        if !inside.is_empty() {
+            for (i, c) in std::mem::take(&mut self.chosen).into_iter().enumerate() {
+                if c.section == Section::ImportantValues && inside.contains(&c.text) {
+                    dropped.push((i, c));
+                } else {
+                    self.chosen.push(c);
+                }
             }
         }
         self.chosen.push(chosen);
         let used = self.count();
         if used <= self.budget {
             self.used = used;
+            if let Some(chosen) = self.chosen.pop() {
+                self.push(chosen);
+            }
+            for (_, c) in &dropped {
+                self.values.remove(&c.text);
+                self.joined_stale = true;
+            }
             return true;
         }
         // It does not fit: put everything back as it was.
@@ -218,8 +316,8 @@ impl ExtractiveSummarizer {
     }
 
     /// Fills `plan`: the current state, a share of pending tasks and
-    /// decisions, the key values and modified files, then the rest, each
-    /// group best-ranked first.
+    /// decisions, the key values, modified files and used values, then the
+    /// rest, each group best-ranked first.
     fn choose(&self, facts: &Facts, ranked: &[&Fact], max_words: usize, mut plan: Plan) -> Plan {
         if let Some(state) = &facts.current_state {
             let cap = self.state_words.min(max_words / 10).max(1);
@@ -246,9 +344,11 @@ impl ExtractiveSummarizer {
             .collect();
         for key in [true, false] {
             for fact in ranked {
+                // Key values, modified files and what the agent used (its
+                // commands, the paths it passed to tools) come first.
                 let is_key = match fact.kind {
                     FactKind::FileModified => true,
-                    FactKind::Value(kind) => kind.is_key(),
+                    FactKind::Value(kind) => kind.is_key() || fact.uses > 0,
                     _ => false,
                 };
                 if is_key != key {
@@ -314,6 +414,36 @@ mod tests {
     }
 
     proptest! {
+        // The index finds exactly the chosen values a search of each finds.
+        #[test]
+        fn the_value_index_finds_what_searching_each_value_finds(
+            values in proptest::collection::btree_set("[ab/é]{1,6}", 0..12),
+            removed in proptest::collection::vec(any::<proptest::sample::Index>(), 0..4),
+            probe in "[ab/é]{0,16}",
+        ) {
+            let mut values: Vec<String> = values.into_iter().collect();
+            let mut index = super::ValueIndex::default();
+            for v in &values {
+                index.insert(v);
+            }
+            for r in removed {
+                if !values.is_empty() {
+                    let gone = values.remove(r.index(values.len()));
+                    index.remove(&gone);
+                }
+            }
+            let mut found: Vec<&str> = index.inside(&probe).collect();
+            found.sort_unstable();
+            found.dedup();
+            let mut expected: Vec<&str> = values
+                .iter()
+                .map(String::as_str)
+                .filter(|v| probe.contains(v))
+                .collect();
+            expected.sort_unstable();
+            prop_assert_eq!(found, expected);
+        }
+
         // Budget packing never exceeds the budget, whatever the span.
         #[test]
         fn the_cap_always_holds(

@@ -2,6 +2,10 @@
 //! identifiers and quantities, and how each is found in a text.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use serde_json::Value;
 
@@ -96,8 +100,7 @@ pub struct KeyValue {
 pub fn message_key_values(message: &Message) -> Vec<KeyValue> {
     let mut out = Vec::new();
     let text = message.text();
-    let parsed = parse_json_document(&text);
-    for piece in json_strings_or_text(&text, parsed.as_ref()) {
+    for piece in strings_or_text(&text) {
         out.extend(key_values(&piece));
     }
     for part in &message.parts {
@@ -111,8 +114,7 @@ pub fn message_key_values(message: &Message) -> Vec<KeyValue> {
         }
     }
     for call in &message.tool_calls {
-        let parsed = parse_json_document(&call.arguments);
-        for piece in json_strings_or_text(&call.arguments, parsed.as_ref()) {
+        for piece in strings_or_text(&call.arguments) {
             push_all(&mut out, ValueKind::Path, paths(&piece));
             push_all(&mut out, ValueKind::Url, urls(&piece));
         }
@@ -197,15 +199,27 @@ pub fn urls(text: &str) -> Vec<&str> {
 /// );
 /// ```
 pub fn paths(text: &str) -> Vec<&str> {
+    // Every path holds a `/`: most texts have none, or few.
+    if memchr::memchr(b'/', text.as_bytes()).is_none() {
+        return Vec::new();
+    }
     text.split(|c: char| c.is_whitespace() || TOKEN_SPLIT.contains(&c))
+        .filter(|token| memchr::memchr(b'/', token.as_bytes()).is_some())
         .filter_map(path_of_token)
         .collect()
 }
 
 /// The error lines of a text: its lines (split at `\n` and `\r`) that
 /// contain `error`, `Error`, `ERROR`, `failed`, `Failed`, `FAILED`,
-/// `panicked`, `Traceback`, `exception` or `Exception`, trimmed and cut to
-/// [`MAX_ERROR_LINE_CHARS`] characters.
+/// `panicked`, `Traceback`, `exception` or `Exception` and report an error,
+/// trimmed and cut to [`MAX_ERROR_LINE_CHARS`] characters.
+///
+/// A line does not report an error when it is the boilerplate of a Python
+/// traceback (`Traceback (most recent call last):`, and the lines that join
+/// chained exceptions), or a line of code, with or without the line number a
+/// listing puts first (`12:`, `12<tab>`, `src/a.py:12:`): it starts with a
+/// keyword or comment marker (`return `, `raise `, `except`, `def `, `if `,
+/// `#`, `//`, `let `, ...), or assigns to a name (`errors = []`).
 ///
 /// ```
 /// use agent_host_core::extractive::error_lines;
@@ -214,12 +228,97 @@ pub fn paths(text: &str) -> Vec<&str> {
 ///     error_lines("ok\n  thread 'main' panicked at src/main.rs:3:5  \nFAILED tests/a.py"),
 ///     ["thread 'main' panicked at src/main.rs:3:5", "FAILED tests/a.py"]
 /// );
+/// assert_eq!(
+///     error_lines("Traceback (most recent call last):\n  raise ValueError(msg)\nValueError: bad\n\
+///                  42:        return errors\nsrc/v.py:7:    self.errors = []"),
+///     ["ValueError: bad"]
+/// );
 /// ```
 pub fn error_lines(text: &str) -> Vec<&str> {
-    text.split(['\n', '\r'])
-        .filter(|line| ERROR_WORDS.iter().any(|word| line.contains(word)))
-        .map(|line| cut_chars(line.trim(), MAX_ERROR_LINE_CHARS))
-        .collect()
+    static WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+        AhoCorasick::new(ERROR_WORDS).expect("a few short literal patterns always build")
+    });
+    // One pass for all the words, then the line around each match.
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut next_line = 0;
+    for found in WORDS.find_iter(text) {
+        if found.start() < next_line {
+            continue;
+        }
+        let start = memchr::memrchr2(b'\n', b'\r', &bytes[..found.start()]).map_or(0, |n| n + 1);
+        let end = memchr::memchr2(b'\n', b'\r', &bytes[found.end()..])
+            .map_or(text.len(), |n| found.end() + n);
+        let line = text[start..end].trim();
+        if reports_error(line) {
+            out.push(cut_chars(line, MAX_ERROR_LINE_CHARS));
+        }
+        next_line = end + 1;
+    }
+    out
+}
+
+/// Lines that hold an error word but report nothing: the headers of a
+/// Python traceback and of chained exceptions.
+const BOILERPLATE: [&str; 3] = [
+    "Traceback (most recent call last):",
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+];
+
+/// How a line of source code starts (after any line number), as opposed to
+/// a report: keywords and comment markers of common languages.
+const CODE_STARTS: [&str; 30] = [
+    "return ", "return;", "raise ", "raise;", "except", "def ", "class ", "if ", "if(", "elif ",
+    "else", "for ", "while ", "import ", "from ", "assert ", "#", "//", "/*", "* ", "fn ", "pub ",
+    "let ", "const ", "var ", "try", "catch", "throw ", "@", "with ",
+];
+
+/// Whether a line that holds an error word reports an error: not traceback
+/// boilerplate, and not a line of code (as `grep -n`, `cat -n` or an editor
+/// shows it): one that starts with a keyword or comment marker, or assigns
+/// to a name (`errors = []`, `self.error = None`).
+fn reports_error(line: &str) -> bool {
+    if BOILERPLATE.contains(&line) {
+        return false;
+    }
+    let code = without_line_number(line);
+    if CODE_STARTS.iter().any(|start| code.starts_with(start)) {
+        return false;
+    }
+    let name = code
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.'))
+        .count();
+    let rest = code[name..].trim_start();
+    let assigns = name > 0
+        && rest.starts_with('=')
+        && !rest.starts_with("==")
+        && !code.as_bytes()[0].is_ascii_digit();
+    !assigns
+}
+
+/// A line without the line number a listing puts before it: `12:` / `12-`
+/// / `12<tab>` (`grep -n`, `cat -n`, SWE-agent's editor), or `path:12:`
+/// (`grep -n` over several files); trimmed.
+fn without_line_number(line: &str) -> &str {
+    let mut text = line.trim_start();
+    if let Some((head, tail)) = text.split_once(':')
+        && !head.is_empty()
+        && !head.contains(char::is_whitespace)
+        && tail.bytes().next().is_some_and(|b| b.is_ascii_digit())
+    {
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if tail[digits..].starts_with([':', '-']) {
+            text = &tail[digits + 1..];
+            return text.trim_start();
+        }
+    }
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && text[digits..].starts_with([':', '-', '\t']) {
+        text = &text[digits + 1..];
+    }
+    text.trim_start()
 }
 
 /// The identifiers of a text: tokens (split as for [`paths`], trailing
@@ -261,6 +360,15 @@ pub fn quantities(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
+        // Skip to the next digit or currency sign (`€` starts with 0xE2,
+        // `£` with 0xC2): nothing else starts a quantity.
+        i += bytes[i..]
+            .iter()
+            .position(|&b| b.is_ascii_digit() || matches!(b, b'$' | 0xE2 | 0xC2))
+            .unwrap_or(bytes.len() - i);
+        if i == bytes.len() {
+            break;
+        }
         let rest = &text[i..];
         let currency = ['$', '€', '£'].into_iter().find(|&c| rest.starts_with(c));
         if let Some(sign) = currency {
@@ -310,13 +418,90 @@ fn push_all(out: &mut Vec<KeyValue>, kind: ValueKind, values: Vec<&str>) {
     }));
 }
 
-/// The JSON value of a text that looks like a JSON object or array.
-fn parse_json_document(text: &str) -> Option<Value> {
+/// The string values (recursively, object keys aside) of a text that is a
+/// JSON object or array, in the order they are written, or the text itself.
+///
+/// The document is read without being built: a tool result of a few
+/// megabytes of JSON costs its strings, not a tree of maps. Every value of a
+/// key written twice is read (a built object would keep the last).
+pub(super) fn strings_or_text(text: &str) -> Vec<Cow<'_, str>> {
     let trimmed = text.trim_start();
     if trimmed.starts_with(['{', '[']) {
-        serde_json::from_str(trimmed).ok()
-    } else {
-        None
+        let mut out = Vec::new();
+        let mut reader = serde_json::Deserializer::from_str(trimmed);
+        let read = Strings(&mut out)
+            .deserialize(&mut reader)
+            .and_then(|()| reader.end());
+        if read.is_ok() {
+            return out;
+        }
+    }
+    vec![Cow::Borrowed(text)]
+}
+
+/// Collects the strings of a JSON document into its vector.
+struct Strings<'a, 'o>(&'o mut Vec<Cow<'a, str>>);
+
+impl<'a> DeserializeSeed<'a> for Strings<'a, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'a>>(self, reader: D) -> Result<(), D::Error> {
+        reader.deserialize_any(self)
+    }
+}
+
+impl<'a> Visitor<'a> for Strings<'a, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, value: &'a str) -> Result<(), E> {
+        self.0.push(Cow::Borrowed(value));
+        Ok(())
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<(), E> {
+        self.0.push(Cow::Owned(value.to_owned()));
+        Ok(())
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<(), E> {
+        self.0.push(Cow::Owned(value));
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'a>>(self, mut items: A) -> Result<(), A::Error> {
+        while items.next_element_seed(Strings(&mut *self.0))?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'a>>(self, mut entries: A) -> Result<(), A::Error> {
+        while entries.next_key::<IgnoredAny>()?.is_some() {
+            entries.next_value_seed(Strings(&mut *self.0))?;
+        }
+        Ok(())
     }
 }
 
@@ -373,7 +558,7 @@ fn strip_url_end(mut url: &str) -> &str {
 }
 
 fn path_of_token(token: &str) -> Option<&str> {
-    if token.len() > MAX_PATH_BYTES || token.contains("://") {
+    if token.len() > MAX_PATH_BYTES || memchr::memmem::find(token.as_bytes(), b"://").is_some() {
         return None;
     }
     let mut path = token
@@ -494,6 +679,7 @@ pub(super) fn cut_chars(text: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn key_values_follow_their_definitions() {
@@ -525,6 +711,92 @@ mod tests {
         assert_eq!(cut[0].chars().count(), MAX_ERROR_LINE_CHARS);
         assert!(long.starts_with(cut[0]));
         assert_eq!(error_lines("fine\r\nall good"), Vec::<&str>::new());
+    }
+
+    /// The error lines as found before one search looked for every word:
+    /// each line searched for each word.
+    fn error_lines_line_by_line(text: &str) -> Vec<&str> {
+        text.split(['\n', '\r'])
+            .filter(|line| ERROR_WORDS.iter().any(|word| line.contains(word)))
+            .filter(|line| reports_error(line.trim()))
+            .map(|line| cut_chars(line.trim(), MAX_ERROR_LINE_CHARS))
+            .collect()
+    }
+
+    /// The strings of a built JSON value, in order.
+    fn strings_of_value(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(list) => list.iter().for_each(|v| strings_of_value(v, out)),
+            Value::Object(map) => map.values().for_each(|v| strings_of_value(v, out)),
+            _ => {}
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            "[a-z/\\\"\n é.]{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z]{1,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn one_search_finds_the_error_lines_of_a_search_per_line(
+            text in "(error|Failed|ok|\\.|x|\n|\r| |é|Traceback|FAILED){0,30}",
+        ) {
+            prop_assert_eq!(error_lines(&text), error_lines_line_by_line(&text));
+        }
+
+        // Reading a document's strings without building it gives the strings
+        // of the built document, in the same order (keys are unique here).
+        #[test]
+        fn strings_are_read_as_a_built_document_holds_them(value in json_value()) {
+            let text = value.to_string();
+            let mut expected = Vec::new();
+            strings_of_value(&value, &mut expected);
+            if !matches!(value, Value::Array(_) | Value::Object(_)) {
+                expected = vec![text.clone()];
+            }
+            let read: Vec<String> = strings_or_text(&text).into_iter().map(Cow::into_owned).collect();
+            prop_assert_eq!(read, expected);
+        }
+    }
+
+    #[test]
+    fn broken_json_is_read_as_text() {
+        for text in ["{\"a\": \"x\"", "[1, 2] trailing", "{\"a\": tru}"] {
+            assert_eq!(strings_or_text(text), [text]);
+        }
+        assert_eq!(
+            strings_or_text("  [\"a\\/b\", {\"k\": [\"c\"]}]  "),
+            ["a/b", "c"]
+        );
+        // A key written twice: both values are read.
+        assert_eq!(
+            strings_or_text(r#"{"k": "one", "k": "two"}"#),
+            ["one", "two"]
+        );
+    }
+
+    #[test]
+    fn quantities_skip_other_multibyte_characters() {
+        assert_eq!(
+            quantities("—5 ms, €12, £3.50 and ¥7 in 2 µs"),
+            ["5 ms", "€12", "£3.50", "2 µs"]
+        );
     }
 
     #[test]

@@ -147,9 +147,28 @@ impl Builtin {
         }
     }
 
+    /// The first two bytes a match can start with (ASCII case variants
+    /// included where the kind ignores case): the scan's prefilter, so that
+    /// it stops only where one of these pairs is. Email has none (see
+    /// [`Builtin::first_bytes`]).
+    pub(crate) fn first_pairs(self) -> &'static [[u8; 2]] {
+        match self {
+            Builtin::PrivateKey => &[[b'-', b'-']],
+            Builtin::AnthropicKey | Builtin::OpenaiKey => &[[b's', b'k']],
+            Builtin::AwsAccessKey => &[[b'A', b'K'], [b'A', b'S']],
+            Builtin::AwsSecretKey => &[[b's', b'e'], [b's', b'E'], [b'S', b'e'], [b'S', b'E']],
+            Builtin::GithubToken => &[[b'g', b'h'], [b'g', b'i']],
+            Builtin::SlackWebhook => &[[b'h', b'o']],
+            Builtin::SlackToken => &[[b'x', b'o'], [b'x', b'a']],
+            Builtin::BearerToken => &[[b'b', b'e'], [b'b', b'E'], [b'B', b'e'], [b'B', b'E']],
+            Builtin::UrlPassword => &[[b':', b'/']],
+            Builtin::Email => &[],
+        }
+    }
+
     /// Whether `rest` starts with the literal every match of the kind starts
     /// with: a cheap test before the pattern runs.
-    fn triggered(self, rest: &[u8]) -> bool {
+    pub(crate) fn triggered(self, rest: &[u8]) -> bool {
         match self {
             Builtin::PrivateKey => rest.starts_with(b"-----BEGIN "),
             Builtin::AnthropicKey => rest.starts_with(b"sk-ant-"),
