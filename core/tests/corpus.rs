@@ -122,6 +122,11 @@ fn every_claude_code_session_imports_with_nothing_lost() {
         let t = format::parse(Format::ClaudeCode, &text).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(t.messages.len(), messages, "{file}");
         assert!(t.skipped.is_empty(), "{file}: {:?}", t.skipped);
+        assert!(t.quarantined.is_empty(), "{file}: {:?}", t.quarantined);
+        assert!(
+            t.branches.is_empty(),
+            "{file}: no rewinds in these sessions"
+        );
         let assistant = t
             .messages
             .iter()

@@ -92,6 +92,34 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
     Ok(out)
 }
 
+/// Content block types only Anthropic messages have (server tools and their
+/// results, documents, thinking, compaction).
+pub const BLOCK_TYPES: [&str; 17] = [
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+    "compaction",
+];
+
+/// Whether a content block of type `kind` is one only Anthropic messages
+/// have (an `image` with a `source` included: OpenAI's is `image_url`).
+pub(crate) fn is_anthropic_block(kind: &str, block: &Value) -> bool {
+    BLOCK_TYPES.contains(&kind) || (kind == "image" && block.get("source").is_some())
+}
+
 /// Tool names by call id, so that a tool result can name its tool.
 #[derive(Default)]
 pub(crate) struct ToolNames(HashMap<String, String>);

@@ -61,7 +61,37 @@ pub(super) fn parse_counted(line: &str, line_no: usize) -> Result<Message, Forma
         .deserialize(&mut de)
         .and_then(|m| de.end().map(|()| m))
         .map_err(|e| FormatError::new(Format::Jsonl, e.to_string()).at_line(line_no))?;
+    if let Some(key) = foreign_body(&message) {
+        return Err(FormatError::new(
+            Format::Jsonl,
+            format!(
+                "the record carries its content in `{key}`, which native lines do not have: \
+                 it is a record of another format (`message`: Claude Code, `payload`: Codex); \
+                 name it with --format"
+            ),
+        )
+        .at_line(line_no)
+        .at_field(key));
+    }
     Ok(message)
+}
+
+/// The key of another format's message body, when a line read as native
+/// holds nothing but that: `message` (Claude Code) or `payload` (Codex).
+/// Such a line would otherwise read as an empty message, its text kept
+/// only as metadata.
+fn foreign_body(m: &Message) -> Option<&'static str> {
+    let empty = m.content.is_empty()
+        && m.parts.is_empty()
+        && m.tool_calls.is_empty()
+        && m.reasoning.is_none()
+        && m.tool_call_id.is_none();
+    if !empty {
+        return None;
+    }
+    ["message", "payload"]
+        .into_iter()
+        .find(|key| m.metadata.get(*key).is_some_and(Value::is_object))
 }
 
 /// Appends one message as a line (with its newline) to `out`.

@@ -128,7 +128,10 @@ enum Command {
         /// The history to read (`-` for standard input).
         file: Option<PathBuf>,
         /// Its format; detected when not given.
-        #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+        #[arg(
+            long,
+            value_name = "jsonl|openai|anthropic|responses|claude-code|codex"
+        )]
         format: Option<Format>,
         #[command(flatten)]
         limits: crate::commands::LimitArgs,
@@ -138,10 +141,13 @@ enum Command {
         /// The history to read (`-` for standard input).
         file: PathBuf,
         /// Its format; detected when not given.
-        #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+        #[arg(
+            long,
+            value_name = "jsonl|openai|anthropic|responses|claude-code|codex"
+        )]
         format: Option<Format>,
         /// The format to write.
-        #[arg(long, value_name = "jsonl|openai|anthropic")]
+        #[arg(long, value_name = "jsonl|openai|anthropic|responses")]
         to: Format,
         /// Where to write (standard output when not given).
         #[arg(long, short)]
