@@ -134,6 +134,54 @@ pub fn encoded_len(message: &Message) -> usize {
     count.0 + 1
 }
 
+/// Whether `message` as a line (see [`encoded_len`]) is at most `max` bytes.
+///
+/// Measured only when a bound taken from the lengths of its strings (each
+/// byte escaped at worst as six, `\u00XX`) could pass `max`: nearly every
+/// message is far below any limit, and is not written out to tell.
+pub fn encoded_len_within(message: &Message, max: u64) -> bool {
+    let m = message;
+    let mut strings = m.id.len() + m.content.len();
+    for part in &m.parts {
+        strings += match part {
+            Part::Text { text } => text.len(),
+            Part::Image { source, mime_type } => {
+                let (crate::message::MediaRef::Url(s) | crate::message::MediaRef::Path(s)) = source;
+                s.len() + mime_type.as_ref().map_or(0, String::len)
+            }
+            Part::File {
+                name,
+                path,
+                mime_type,
+            } => name.len() + path.len() + mime_type.as_ref().map_or(0, String::len),
+        };
+    }
+    if let Some(r) = &m.reasoning {
+        strings += r.text.len() + r.signature.as_ref().map_or(0, String::len);
+    }
+    for call in &m.tool_calls {
+        strings += call.id.len() + call.name.len() + call.arguments.len();
+    }
+    for s in [
+        &m.tool_call_id,
+        &m.tool_name,
+        &m.model,
+        &m.agent,
+        &m.channel,
+    ] {
+        strings += s.as_ref().map_or(0, String::len);
+    }
+    // Field names, numbers, a timestamp, and per part and call their own.
+    let fixed = 1024 + 128 * (m.parts.len() + m.tool_calls.len());
+    let bound = (strings as u64)
+        .saturating_mul(6)
+        .saturating_add(fixed as u64);
+    if m.metadata.is_empty() && bound <= max {
+        return true;
+    }
+    encoded_len(message) as u64 <= max
+}
+
 /// Writes messages as a log, one line each.
 pub fn to_string(messages: &[Message]) -> String {
     let mut out = Vec::with_capacity(messages.len() * 256);
@@ -556,5 +604,37 @@ mod tests {
     fn null_content_reads_as_empty() {
         let m = parse_line(r#"{"type":"assistant","id":"a","content":null}"#, 1).unwrap();
         assert_eq!(m.content, "");
+    }
+
+    /// The quick bound never lets through a message over the limit: at the
+    /// limit it says yes, one byte below it says no, for messages whose every
+    /// byte is escaped at the worst (`\u0001` is six bytes).
+    #[test]
+    fn the_size_bound_is_exact_at_the_limit() {
+        let worst = "\u{1}".repeat(300);
+        let mut call = Message::assistant(worst.clone()).with_id(worst.clone());
+        call.push_tool_call(worst.clone(), worst.clone(), worst.clone());
+        call.parts.push(Part::Text {
+            text: worst.clone(),
+        });
+        call.reasoning = Some(Reasoning {
+            text: worst.clone(),
+            signature: Some(worst.clone()),
+            redacted: false,
+        });
+        let mut result = Message::tool_result(worst.clone(), worst.clone(), "");
+        result.model = Some(worst.clone());
+        result.usage = Some(Usage {
+            input_tokens: u64::MAX,
+            output_tokens: u64::MAX,
+            cache_read_tokens: Some(u64::MAX),
+            cache_write_tokens: Some(u64::MAX),
+        });
+        result.timestamp = Some("2025-05-01T12:00:00.123456789Z".parse().unwrap());
+        for m in [call, result, Message::user(""), Message::user("plain")] {
+            let len = encoded_len(&m) as u64;
+            assert!(encoded_len_within(&m, len), "{m:?}");
+            assert!(!encoded_len_within(&m, len - 1), "{m:?}");
+        }
     }
 }

@@ -314,6 +314,12 @@ pub fn parse_within(
         }
         return reader.finish();
     }
+    if format == Format::OpenAi {
+        count(format, text, limits)?;
+        if let Some(messages) = openai::parse_typed(text) {
+            return checked(format, messages, limits);
+        }
+    }
     let value = document(format, text, limits)?;
     let messages = from_document(format, value)?;
     checked(format, messages, limits)
@@ -345,7 +351,14 @@ pub fn parse_detected_within(
     if let Some(e) = unknown_records(text) {
         return Err(e);
     }
-    let value = detecting(document(Format::OpenAi, text, limits))?;
+    // OpenAI messages, the commonest document, are read straight from the
+    // bytes when they are nothing else: the typed route takes no document
+    // that detection would give to another reader.
+    detecting(count(Format::OpenAi, text, limits))?;
+    if let Some(messages) = openai::parse_typed(text) {
+        return Ok((Format::OpenAi, checked(Format::OpenAi, messages, limits)?));
+    }
+    let value = detecting(parse_document(Format::OpenAi, text))?;
     let format = classify_document(&value)?;
     let messages = from_document(format, value)?;
     Ok((format, checked(format, messages, limits)?))
@@ -362,10 +375,16 @@ fn detecting<T>(result: Result<T, FormatError>) -> Result<T, FormatError> {
 
 /// A whole JSON document, its bytes and values counted first.
 fn document(format: Format, text: &str, limits: &Limits) -> Result<Value, FormatError> {
+    count(format, text, limits)?;
+    parse_document(format, text)
+}
+
+/// Refuses a document over the history's byte or value limit, before
+/// anything of it is built.
+fn count(format: Format, text: &str, limits: &Limits) -> Result<(), FormatError> {
     let mut meter = Meter::new(*limits);
     meter.bytes(format, text.len() as u64)?;
-    meter.document(format, text)?;
-    parse_document(format, text)
+    meter.document(format, text)
 }
 
 /// The messages of a document, each within the per-message byte limit as it
@@ -377,8 +396,10 @@ fn checked(
 ) -> Result<Transcript, FormatError> {
     Meter::new(*limits).messages(format, messages.len() as u64)?;
     for (i, message) in messages.iter().enumerate() {
-        limits::message_bytes(format, jsonl::encoded_len(message) as u64, limits)
-            .map_err(|e| e.at_message(i))?;
+        if !jsonl::encoded_len_within(message, limits.message_bytes) {
+            limits::message_bytes(format, jsonl::encoded_len(message) as u64, limits)
+                .map_err(|e| e.at_message(i))?;
+        }
     }
     Ok(Transcript::from_messages(messages))
 }
@@ -1052,13 +1073,108 @@ mod tests {
     fn undetectable_input_says_what_it_saw() {
         let err = Format::detect("42").unwrap_err();
         assert!(
-            err.to_string().contains("the document is a number"),
+            err.to_string()
+                .starts_with("cannot tell the format: the document is a number"),
             "{err}"
         );
         let err = Format::detect("{\"foo\": 1}").unwrap_err();
         assert!(err.to_string().contains("--format"), "{err}");
         let err = Format::detect("[{\"role\": ").unwrap_err();
         assert!(err.to_string().contains("not valid JSON"), "{err}");
+    }
+
+    /// What the issue found running other tools' files: each is read
+    /// faithfully, or refused naming what it is, never read as empty
+    /// messages with success.
+    #[test]
+    fn foreign_shapes_are_read_or_refused_never_read_as_garbage() {
+        // `claude -p` stream-json and web exports: Claude-Code-shaped records
+        // without `sessionId`/`uuid`.
+        let stream = r#"{"type":"user","message":{"role":"user","content":"hi"}}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"hello"}]}}"#;
+        let (format, t) = parse_detected(stream).unwrap();
+        assert_eq!(format, Format::ClaudeCode);
+        let texts: Vec<String> = t.messages.iter().map(|m| m.text().into_owned()).collect();
+        assert_eq!(texts, ["hi", "hello"]);
+        // Read as native JSONL on purpose, it is refused rather than emptied.
+        let err = parse(Format::Jsonl, stream).unwrap_err().to_string();
+        assert!(err.contains("line 1, field `message`"), "{err}");
+        assert!(err.contains("claude-code record"), "{err}");
+
+        // A Codex rollout is a Codex rollout; named as Claude Code, it is an
+        // error naming codex, not 0 messages.
+        let rollout = r#"{"timestamp":"2025-10-29T00:59:38Z","type":"session_meta","payload":{"id":"x"}}
+{"timestamp":"2025-10-29T00:59:39Z","type":"event_msg","payload":{"type":"token_count"}}"#;
+        assert_eq!(Format::detect(rollout).unwrap(), Format::Codex);
+        let err = parse(Format::ClaudeCode, rollout).unwrap_err().to_string();
+        assert!(err.contains("--format codex"), "{err}");
+        let err = parse(Format::Codex, rollout).unwrap_err().to_string();
+        assert!(err.contains("none of its 2 records is a message"), "{err}");
+
+        // Records of no known format: refused, blaming no reader.
+        let unknown = "{\"event\":\"start\",\"run\":1}\n{\"event\":\"stop\",\"run\":1}\n";
+        let err = parse_detected(unknown).unwrap_err();
+        assert!(err.undetected);
+        let text = err.to_string();
+        assert!(text.starts_with("cannot tell the format: line 1 is a JSON record (no string `type`, keys event, run)"), "{text}");
+        assert!(!text.contains("openai"), "{text}");
+
+        // Documents of formats agent-host does not read are named.
+        let cases = [
+            (
+                r#"[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]"#,
+                "pydantic-ai",
+            ),
+            (r#"[{"role":"user","parts":[{"text":"hi"}]}]"#, "Gemini"),
+            (r#"[{"type":"human","data":{"content":"hi"}}]"#, "LangChain"),
+            (
+                r#"[{"speaker":"bob","text":"hi"}]"#,
+                "message 0 has no string `role` (its keys: speaker, text)",
+            ),
+            (r#"{"conversation":[]}"#, "an object with keys conversation"),
+        ];
+        for (text, expected) in cases {
+            let err = parse_detected(text).unwrap_err();
+            assert!(err.undetected, "{text}");
+            let err = err.to_string();
+            assert!(err.contains(expected), "{err}");
+            assert!(!err.contains("missing `role`"), "{err}");
+        }
+    }
+
+    #[test]
+    fn document_shapes_go_to_their_reader() {
+        let cases = [
+            // A single Anthropic request message with a PDF.
+            (
+                r#"[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBER"}},{"type":"text","text":"Summarise"}]}]"#,
+                Format::Anthropic,
+            ),
+            (
+                r#"[{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}]}]"#,
+                Format::Anthropic,
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklG","format":"wav"}}]}]"#,
+                Format::OpenAi,
+            ),
+            (
+                r#"[{"role":"function","name":"f","content":"1"}]"#,
+                Format::OpenAi,
+            ),
+            (
+                r#"[{"type":"message","role":"user","content":"hi"}]"#,
+                Format::Responses,
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]"#,
+                Format::Responses,
+            ),
+            (r#"{"input":"hi","output":[]}"#, Format::Responses),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Format::detect(text).unwrap(), expected, "{text}");
+        }
     }
 
     #[test]
