@@ -581,6 +581,103 @@ pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError
     }
 }
 
+/// Something of a message that writing it in a format leaves out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The 0-based index of the message.
+    pub message: usize,
+    /// What is left out.
+    pub what: String,
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "message {}: {}", self.message, self.what)
+    }
+}
+
+/// What [`write`] leaves out of `messages` in `format`: thinking signatures
+/// and redacted thinking where the format has no place for them (OpenAI,
+/// Responses), and what another format's reader kept verbatim (Anthropic
+/// blocks, Responses items, OpenAI fields) where the format cannot carry it.
+/// The native log loses nothing. A converter reports these, so that nothing
+/// is dropped unsaid.
+///
+/// ```
+/// use agent_host_core::format::{self, Format};
+///
+/// let request = r#"{"system": "s", "messages": [{"role": "assistant", "content": [
+///     {"type": "thinking", "thinking": "hm", "signature": "sig"}, {"type": "text", "text": "ok"}]}]}"#;
+/// let messages = format::parse(Format::Anthropic, request)?.messages;
+/// assert!(format::losses(Format::Jsonl, &messages).is_empty());
+/// assert!(format::losses(Format::Anthropic, &messages).is_empty());
+/// let lost = format::losses(Format::OpenAi, &messages);
+/// assert_eq!(lost[0].to_string(), "message 1: the thinking signature");
+/// # Ok::<(), format::FormatError>(())
+/// ```
+pub fn losses(format: Format, messages: &[Message]) -> Vec<Loss> {
+    let own = match format {
+        Format::Jsonl => return Vec::new(),
+        Format::OpenAi => openai::EXTRA_KEY,
+        Format::Anthropic => anthropic::EXTRA_KEY,
+        Format::Responses => responses::EXTRA_KEY,
+        Format::ClaudeCode | Format::Codex => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    for (index, m) in messages.iter().enumerate() {
+        let mut lose = |what: String| {
+            out.push(Loss {
+                message: index,
+                what,
+            })
+        };
+        if format != Format::Anthropic
+            && let Some(r) = &m.reasoning
+        {
+            if r.redacted {
+                lose("redacted thinking".into());
+            } else if r.signature.is_some() {
+                lose("the thinking signature".into());
+            }
+        }
+        let kept = [
+            (anthropic::EXTRA_KEY, "Anthropic"),
+            (responses::EXTRA_KEY, "Responses"),
+            (openai::EXTRA_KEY, "OpenAI"),
+        ];
+        for (key, name) in kept {
+            if key == own {
+                continue;
+            }
+            let Some(Value::Object(extra)) = m.metadata.get(key) else {
+                continue;
+            };
+            let mut kinds: Vec<String> = Vec::new();
+            for (field, value) in extra {
+                match value {
+                    Value::Array(items) if field == "blocks" || field == "items" => {
+                        kinds.extend(items.iter().map(|item| {
+                            let item = item.get("block").unwrap_or(item);
+                            item.get("type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                                .to_owned()
+                        }));
+                    }
+                    // How a Responses message's text was laid out: nothing lost.
+                    Value::Object(fields)
+                        if field == "message" && fields.keys().all(|k| k == "parts") => {}
+                    _ => kinds.push(field.clone()),
+                }
+            }
+            if !kinds.is_empty() {
+                lose(format!("{name} data kept verbatim ({})", kinds.join(", ")));
+            }
+        }
+    }
+    out
+}
+
 impl Transcript {
     fn from_messages(messages: Vec<Message>) -> Self {
         Transcript {
