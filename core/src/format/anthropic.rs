@@ -241,6 +241,23 @@ fn keep_block(m: &mut Message, block: Value) {
     }
 }
 
+/// Whether a block kept in metadata (which a processor or a native log may
+/// have written anything into) is one the reader keeps again as it is: the
+/// writer writes no other.
+fn readable_kept(block: &Value) -> bool {
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match kind {
+        "thinking" => block.get("thinking").is_some_and(Value::is_string),
+        "redacted_thinking" => block.get("data").is_some_and(Value::is_string),
+        "image" | "document" => matches!(content_part(block.clone()), Ok(Block::Kept(_))),
+        "tool_use" | "tool_result" => false,
+        kind => BLOCK_TYPES.contains(&kind),
+    }
+}
+
 /// The blocks kept in `m`'s metadata, if any.
 fn kept_blocks(m: &Message) -> Option<&Vec<Value>> {
     m.metadata.get(EXTRA_KEY)?.get("blocks")?.as_array()
@@ -673,7 +690,7 @@ fn insert_kept(m: &Message, blocks: &mut Vec<Value>, thinking: bool) {
     };
     for entry in kept {
         let block = &entry["block"];
-        if block.is_null() || (is_thinking(block) && !thinking) {
+        if !readable_kept(block) || (is_thinking(block) && !thinking) {
             continue;
         }
         let at = entry["at"]

@@ -344,6 +344,17 @@ impl Items {
 
     /// A content part, and whether writing it back gives the same JSON.
     fn part(&self, part: &Value) -> Result<(Part, bool), FormatError> {
+        read_part(self.format, part)
+    }
+}
+
+/// A content part, and whether writing it back gives the same JSON.
+fn read_part(format: Format, part: &Value) -> Result<(Part, bool), FormatError> {
+    Items::new(format).part_of(part)
+}
+
+impl Items {
+    fn part_of(&self, part: &Value) -> Result<(Part, bool), FormatError> {
         let kind = part.get("type").and_then(Value::as_str).unwrap_or_default();
         let keys = part.as_object().map_or(0, Map::len);
         let string = |key: &str| part.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -612,7 +623,12 @@ fn write_message(m: &Message, out: &mut Vec<Value>) -> Result<(), FormatError> {
     };
     let get = |key: &str| kept.and_then(|k| k.get(key));
     if m.summary
-        && let Some(item @ Value::Object(_)) = get("item")
+        && let Some(item) = get("item").filter(|i| {
+            matches!(
+                i.get("type").and_then(Value::as_str),
+                Some("compaction" | "compaction_summary")
+            )
+        })
     {
         out.push(item.clone());
         return Ok(());
@@ -646,11 +662,24 @@ fn write_message(m: &Message, out: &mut Vec<Value>) -> Result<(), FormatError> {
             item.insert("output".into(), output);
             if let Some(Value::Object(kept)) = get("output") {
                 for (key, value) in kept {
-                    // A kept output stands only while the text is its own.
-                    if key == "output" && !same_output(value, m) {
-                        continue;
+                    match key.as_str() {
+                        "type"
+                            if matches!(
+                                value.as_str(),
+                                Some("custom_tool_call_output" | "local_shell_call_output")
+                            ) =>
+                        {
+                            item.insert(key.clone(), value.clone());
+                        }
+                        // A kept output stands only while the text is its own.
+                        "output" if same_output(value, m) => {
+                            item.insert(key.clone(), value.clone());
+                        }
+                        "type" | "output" | "call_id" => {}
+                        _ => {
+                            item.insert(key.clone(), value.clone());
+                        }
                     }
-                    item.insert(key.clone(), value.clone());
                 }
             }
             out.push(Value::Object(item));
@@ -664,7 +693,7 @@ fn write_message(m: &Message, out: &mut Vec<Value>) -> Result<(), FormatError> {
                 .reasoning
                 .as_ref()
                 .is_some_and(|r| !r.redacted && r.text == reasoning_text(items));
-            for item in items {
+            for item in items.iter().filter(|i| keepable(i)) {
                 if item["type"] != "reasoning" || reasoning_kept {
                     out.push(item.clone());
                 }
@@ -690,10 +719,10 @@ fn write_message(m: &Message, out: &mut Vec<Value>) -> Result<(), FormatError> {
                 let kept = calls
                     .and_then(|c| c.get(&call.id))
                     .and_then(Value::as_object);
-                let kind = kept
-                    .and_then(|k| k.get("type"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("function_call");
+                let kind = match kept.and_then(|k| k.get("type")).and_then(Value::as_str) {
+                    Some(kind @ ("custom_tool_call" | "local_shell_call")) => kind,
+                    _ => "function_call",
+                };
                 let mut item = Map::new();
                 item.insert("type".into(), json!(kind));
                 match kind {
@@ -733,14 +762,46 @@ fn write_message(m: &Message, out: &mut Vec<Value>) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Whether a kept structured `output` still says what `m` says.
+/// Whether a kept structured `output` still says what `m` says (and reads
+/// back).
 fn same_output(kept: &Value, m: &Message) -> bool {
     match kept {
         Value::Object(payload) => {
             payload.get("content").and_then(Value::as_str) == Some(&m.content)
         }
-        Value::Array(_) => !m.parts.is_empty(),
+        Value::Array(parts) => {
+            !m.parts.is_empty()
+                && m.content.is_empty()
+                && parts.len() == m.parts.len()
+                && parts.iter().all(|p| read_part(FORMAT, p).is_ok())
+                && same_text(kept, m)
+        }
         _ => false,
+    }
+}
+
+/// Whether an item kept in metadata (which a processor or a native log may
+/// have written anything into) is one the reader keeps again as it is: the
+/// writer writes no other.
+fn keepable(item: &Value) -> bool {
+    let Some(kind) = item.get("type").and_then(Value::as_str) else {
+        return false;
+    };
+    match kind {
+        "message"
+        | "function_call"
+        | "function_call_output"
+        | "custom_tool_call"
+        | "custom_tool_call_output"
+        | "local_shell_call"
+        | "local_shell_call_output"
+        | "compaction"
+        | "compaction_summary" => false,
+        "reasoning" => matches!(
+            item.get("encrypted_content"),
+            None | Some(Value::String(_) | Value::Null)
+        ),
+        _ => item.is_object(),
     }
 }
 
@@ -753,9 +814,12 @@ fn message_item(m: &Message, text_type: &str, kept: Option<&Value>) -> Result<Va
         _ => json!(m.role.as_str()),
     };
     item.insert("role".into(), role);
-    let verbatim = kept
-        .and_then(|k| k.get("content"))
-        .filter(|content| same_text(content, m));
+    let verbatim = kept.and_then(|k| k.get("content")).filter(|content| {
+        same_text(content, m)
+            && content
+                .as_array()
+                .is_some_and(|parts| parts.iter().all(|p| read_part(FORMAT, p).is_ok()))
+    });
     let content = match verbatim {
         Some(content) => content.clone(),
         None if m.parts.is_empty() && kept.and_then(|k| k.get("parts")).is_none() => {
@@ -766,7 +830,7 @@ fn message_item(m: &Message, text_type: &str, kept: Option<&Value>) -> Result<Va
     item.insert("content".into(), content);
     if let Some(kept) = kept {
         for (key, value) in kept {
-            if !matches!(key.as_str(), "role" | "content" | "parts") {
+            if !item.contains_key(key) && key != "parts" {
                 item.insert(key.clone(), value.clone());
             }
         }
