@@ -8,6 +8,9 @@
 //! | [`Format::ClaudeCode`] | yes | no | Claude Code session logs (`~/.claude/projects/*.jsonl`), `claude -p --output-format stream-json` and other Claude-Code-shaped records |
 //! | [`Format::Codex`] | yes | no | OpenAI Codex CLI rollouts (`~/.codex/sessions/**/rollout-*.jsonl`) |
 //! | [`Format::Responses`] | yes | yes | OpenAI Responses API items: a JSON array of items, or an object with `input` and/or `output` item lists |
+//! | [`Format::GeminiCli`] | yes | no | Gemini CLI chat recordings (`~/.gemini/tmp/*/chats/session-*.json`) |
+//! | [`Format::PydanticAi`] | yes | no | pydantic-ai `ModelMessage` lists (`ModelMessagesTypeAdapter` JSON) |
+//! | [`Format::LangChain`] | yes | no | LangChain message dicts (`messages_to_dict`) |
 //!
 //! Every error says which format, where (line, message, block, field) and what
 //! was wrong; no converter panics on bad input.
@@ -23,9 +26,12 @@ use crate::message::Message;
 pub mod anthropic;
 pub mod claude_code;
 pub mod codex;
+pub mod gemini;
 pub mod jsonl;
+pub mod langchain;
 mod limits;
 pub mod openai;
+pub mod pydantic_ai;
 pub mod responses;
 
 pub use limits::{Limit, Limits, Meter};
@@ -45,17 +51,26 @@ pub enum Format {
     Codex,
     /// OpenAI Responses API items.
     Responses,
+    /// Gemini CLI chat recordings (import only).
+    GeminiCli,
+    /// pydantic-ai `ModelMessage` lists (import only).
+    PydanticAi,
+    /// LangChain message dicts (import only).
+    LangChain,
 }
 
 impl Format {
     /// Every format, in the order they are documented.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 9] = [
         Format::Jsonl,
         Format::OpenAi,
         Format::Anthropic,
         Format::ClaudeCode,
         Format::Codex,
         Format::Responses,
+        Format::GeminiCli,
+        Format::PydanticAi,
+        Format::LangChain,
     ];
 
     /// The name used on the command line and in errors.
@@ -67,6 +82,9 @@ impl Format {
             Format::ClaudeCode => "claude-code",
             Format::Codex => "codex",
             Format::Responses => "responses",
+            Format::GeminiCli => "gemini-cli",
+            Format::PydanticAi => "pydantic-ai",
+            Format::LangChain => "langchain",
         }
     }
 
@@ -90,6 +108,15 @@ impl Format {
         }
         let value = detecting(document(Format::OpenAi, text, &Limits::default()))?;
         classify_document(&value)
+    }
+
+    /// Whether messages can be written in the format (the others are
+    /// import-only).
+    pub fn is_writable(self) -> bool {
+        matches!(
+            self,
+            Format::Jsonl | Format::OpenAi | Format::Anthropic | Format::Responses
+        )
     }
 
     /// Whether the format holds one record per line (native JSONL, Claude
@@ -317,21 +344,25 @@ pub fn parse_within(
     if format == Format::OpenAi {
         count(format, text, limits)?;
         if let Some(messages) = openai::parse_typed(text) {
-            return checked(format, messages, limits);
+            return checked(format, Transcript::from_messages(messages), limits);
         }
     }
     let value = document(format, text, limits)?;
-    let messages = from_document(format, value)?;
-    checked(format, messages, limits)
+    let transcript = from_document(format, value)?;
+    checked(format, transcript, limits)
 }
 
-/// The messages of a parsed document in a document format.
-fn from_document(format: Format, value: Value) -> Result<Vec<Message>, FormatError> {
-    match format {
+/// What a parsed document in a document format holds.
+fn from_document(format: Format, value: Value) -> Result<Transcript, FormatError> {
+    let messages = match format {
         Format::Anthropic => anthropic::from_value(value),
         Format::Responses => responses::from_value(value),
+        Format::GeminiCli => return gemini::from_value(value),
+        Format::PydanticAi => pydantic_ai::from_value(value),
+        Format::LangChain => langchain::from_value(value),
         _ => openai::from_value(value),
-    }
+    };
+    messages.map(Transcript::from_messages)
 }
 
 /// Reads a transcript whose format is detected (see [`Format::detect`]),
@@ -356,12 +387,13 @@ pub fn parse_detected_within(
     // that detection would give to another reader.
     detecting(count(Format::OpenAi, text, limits))?;
     if let Some(messages) = openai::parse_typed(text) {
-        return Ok((Format::OpenAi, checked(Format::OpenAi, messages, limits)?));
+        let transcript = Transcript::from_messages(messages);
+        return Ok((Format::OpenAi, checked(Format::OpenAi, transcript, limits)?));
     }
     let value = detecting(parse_document(Format::OpenAi, text))?;
     let format = classify_document(&value)?;
-    let messages = from_document(format, value)?;
-    Ok((format, checked(format, messages, limits)?))
+    let transcript = from_document(format, value)?;
+    Ok((format, checked(format, transcript, limits)?))
 }
 
 /// A document read before its format is known: an error that is no limit's
@@ -391,9 +423,10 @@ fn count(format: Format, text: &str, limits: &Limits) -> Result<(), FormatError>
 /// would be stored (a line of the native log).
 fn checked(
     format: Format,
-    messages: Vec<Message>,
+    transcript: Transcript,
     limits: &Limits,
 ) -> Result<Transcript, FormatError> {
+    let messages = &transcript.messages;
     Meter::new(*limits).messages(format, messages.len() as u64)?;
     for (i, message) in messages.iter().enumerate() {
         if !jsonl::encoded_len_within(message, limits.message_bytes) {
@@ -401,7 +434,7 @@ fn checked(
                 .map_err(|e| e.at_message(i))?;
         }
     }
-    Ok(Transcript::from_messages(messages))
+    Ok(transcript)
 }
 
 /// Reads a line-based transcript (native JSONL, Claude Code, Codex) one line
@@ -560,8 +593,7 @@ pub fn parse_detected_value(value: Value) -> Result<(Format, Transcript), Format
         return Ok((format, parse(format, &value.to_string())?));
     }
     let format = classify_document(&value)?;
-    let messages = from_document(format, value)?;
-    Ok((format, Transcript::from_messages(messages)))
+    Ok((format, from_document(format, value)?))
 }
 
 /// Writes messages in the given format. Claude Code and Codex are
@@ -572,7 +604,11 @@ pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError
         Format::OpenAi => Ok(pretty(&Value::Array(openai::to_values(messages)?))),
         Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
         Format::Responses => Ok(pretty(&Value::Array(responses::to_items(messages)?))),
-        Format::ClaudeCode | Format::Codex => Err(FormatError::new(
+        Format::ClaudeCode
+        | Format::Codex
+        | Format::GeminiCli
+        | Format::PydanticAi
+        | Format::LangChain => Err(FormatError::new(
             format,
             format!(
                 "{format} is an import-only format; write jsonl, openai, anthropic or responses"
@@ -621,7 +657,7 @@ pub fn losses(format: Format, messages: &[Message]) -> Vec<Loss> {
         Format::OpenAi => openai::EXTRA_KEY,
         Format::Anthropic => anthropic::EXTRA_KEY,
         Format::Responses => responses::EXTRA_KEY,
-        Format::ClaudeCode | Format::Codex => return Vec::new(),
+        _ => return Vec::new(),
     };
     let mut out = Vec::new();
     for (index, m) in messages.iter().enumerate() {
@@ -828,6 +864,8 @@ struct RecordKeys {
     id: bool,
     timestamp: bool,
     instructions: bool,
+    /// A `messages` list: a document (a request, a recording), no record.
+    messages: bool,
     /// The first keys, in order, for errors.
     first_keys: Vec<String>,
 }
@@ -860,6 +898,7 @@ impl RecordKeys {
             "id" => &mut self.id,
             "timestamp" => &mut self.timestamp,
             "instructions" => &mut self.instructions,
+            "messages" => &mut self.messages,
             _ => {
                 if self.first_keys.len() < 8 {
                     self.first_keys.push(key.chars().take(40).collect());
@@ -875,6 +914,9 @@ impl RecordKeys {
 
     /// The line-based format such a record belongs to, if any.
     fn format(&self) -> Option<Format> {
+        if self.messages {
+            return None;
+        }
         let kind = self.kind.as_deref();
         // Codex rollouts: `{timestamp, type, payload}`; before 0.4x, a header
         // `{id, timestamp, instructions}` then bare items and state records.
@@ -1002,6 +1044,9 @@ fn classify_document(value: &Value) -> Result<Format, FormatError> {
             if object.contains_key("system") {
                 return Ok(Format::Anthropic);
             }
+            if gemini::is_document(object) {
+                return Ok(Format::GeminiCli);
+            }
             match object.get("messages") {
                 Some(Value::Array(items)) => items,
                 _ if responses::is_document(object) => return Ok(Format::Responses),
@@ -1027,6 +1072,12 @@ fn classify_document(value: &Value) -> Result<Format, FormatError> {
     };
     if messages.iter().any(responses::is_item) {
         return Ok(Format::Responses);
+    }
+    if messages.iter().any(pydantic_ai::is_message) {
+        return Ok(Format::PydanticAi);
+    }
+    if messages.iter().any(langchain::is_message) {
+        return Ok(Format::LangChain);
     }
     for (index, message) in messages.iter().enumerate() {
         let Value::Object(object) = message else {
@@ -1073,16 +1124,13 @@ fn unknown_message(index: usize, object: &Map<String, Value>) -> String {
     let keys: Vec<&str> = object.keys().take(8).map(String::as_str).collect();
     let has = |key: &str| object.contains_key(key);
     let kind = object.get("type").and_then(Value::as_str);
-    let looks_like = if has("kind") && has("parts") {
-        Some("a pydantic-ai message (`ModelRequest`/`ModelResponse`)")
-    } else if has("parts") && has("role") {
-        Some("a Gemini `Content`")
-    } else if matches!(
-        kind,
-        Some("human" | "ai" | "system" | "tool" | "chat" | "function")
-    ) && (has("data") || has("content"))
-    {
-        Some("a LangChain message dict")
+    let looks_like = if has("parts") && has("role") {
+        Some(
+            "a Gemini API `Content` (a Gemini CLI recording, `{sessionId, projectHash, \
+             messages}`, reads as gemini-cli)",
+        )
+    } else if kind == Some("function") && (has("data") || has("content")) {
+        Some("a LangChain function message")
     } else {
         None
     };
@@ -1095,8 +1143,8 @@ fn unknown_message(index: usize, object: &Map<String, Value>) -> String {
             "; it looks like {what}, which agent-host does not read"
         )),
         None => text.push_str(&format!(
-            "; expected OpenAI or Anthropic messages, OpenAI Responses items, or JSONL records \
-             ({}); name the format with --format",
+            "; expected OpenAI or Anthropic messages, OpenAI Responses items, pydantic-ai or \
+             LangChain messages, or JSONL records ({}); name the format with --format",
             line_formats()
         )),
     }
@@ -1218,12 +1266,7 @@ mod tests {
 
         // Documents of formats agent-host does not read are named.
         let cases = [
-            (
-                r#"[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]"#,
-                "pydantic-ai",
-            ),
             (r#"[{"role":"user","parts":[{"text":"hi"}]}]"#, "Gemini"),
-            (r#"[{"type":"human","data":{"content":"hi"}}]"#, "LangChain"),
             (
                 r#"[{"speaker":"bob","text":"hi"}]"#,
                 "message 0 has no string `role` (its keys: speaker, text)",
@@ -1268,6 +1311,18 @@ mod tests {
                 Format::Responses,
             ),
             (r#"{"input":"hi","output":[]}"#, Format::Responses),
+            (
+                r#"[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]"#,
+                Format::PydanticAi,
+            ),
+            (
+                r#"[{"type":"human","data":{"content":"hi"}}]"#,
+                Format::LangChain,
+            ),
+            (
+                r#"{"sessionId":"s","projectHash":"p","messages":[{"id":"m","type":"user","content":"hi"}]}"#,
+                Format::GeminiCli,
+            ),
         ];
         for (text, expected) in cases {
             assert_eq!(Format::detect(text).unwrap(), expected, "{text}");

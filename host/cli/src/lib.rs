@@ -130,7 +130,7 @@ enum Command {
         /// Its format; detected when not given.
         #[arg(
             long,
-            value_name = "jsonl|openai|anthropic|responses|claude-code|codex"
+            value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
         )]
         format: Option<Format>,
         #[command(flatten)]
@@ -143,7 +143,7 @@ enum Command {
         /// Its format; detected when not given.
         #[arg(
             long,
-            value_name = "jsonl|openai|anthropic|responses|claude-code|codex"
+            value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
         )]
         format: Option<Format>,
         /// The format to write.

@@ -39,7 +39,7 @@ pub struct RunArgs {
     /// Its format; detected when not given.
     #[arg(
         long,
-        value_name = "jsonl|openai|anthropic|responses|claude-code|codex"
+        value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
     )]
     format: Option<Format>,
     #[command(flatten)]
@@ -269,8 +269,8 @@ pub fn run(
 
     let output_format = if args.same_format {
         match input_format {
-            // Claude Code and Codex logs are read, not written: write native JSONL.
-            Format::ClaudeCode | Format::Codex => Format::Jsonl,
+            // Import-only formats are read, not written: write native JSONL.
+            f if !f.is_writable() => Format::Jsonl,
             f => f,
         }
     } else {

@@ -276,7 +276,7 @@ pub struct ImportArgs {
     /// The file's format; detected when not given.
     #[arg(
         long,
-        value_name = "jsonl|openai|anthropic|responses|claude-code|codex"
+        value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
     )]
     format: Option<Format>,
     /// The title of a session this creates (the file's own title, when it has one, otherwise).
