@@ -719,10 +719,11 @@ fn write_message(m: &Message, out: &mut Vec<Value>) -> Result<(), FormatError> {
                 let kept = calls
                     .and_then(|c| c.get(&call.id))
                     .and_then(Value::as_object);
-                let kind = match kept.and_then(|k| k.get("type")).and_then(Value::as_str) {
-                    Some(kind @ ("custom_tool_call" | "local_shell_call")) => kind,
-                    _ => "function_call",
-                };
+                let kind = kept
+                    .and_then(|k| k.get("type"))
+                    .and_then(Value::as_str)
+                    .filter(|k| matches!(*k, "custom_tool_call" | "local_shell_call"))
+                    .unwrap_or("function_call");
                 let mut item = Map::new();
                 item.insert("type".into(), json!(kind));
                 match kind {
