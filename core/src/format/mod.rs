@@ -632,7 +632,7 @@ impl fmt::Display for Loss {
     }
 }
 
-/// What [`write`] leaves out of `messages` in `format`: thinking signatures
+/// What [`write()`] leaves out of `messages` in `format`: thinking signatures
 /// and redacted thinking where the format has no place for them (OpenAI,
 /// Responses), and what another format's reader kept verbatim (Anthropic
 /// blocks, Responses items, OpenAI fields) where the format cannot carry it.
