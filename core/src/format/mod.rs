@@ -9,7 +9,7 @@
 //! | [`Format::Codex`] | yes | no | OpenAI Codex CLI rollouts (`~/.codex/sessions/**/rollout-*.jsonl`) |
 //! | [`Format::Responses`] | yes | yes | OpenAI Responses API items: a JSON array of items, or an object with `input` and/or `output` item lists |
 //! | [`Format::GeminiCli`] | yes | no | Gemini CLI chat recordings (`~/.gemini/tmp/*/chats/session-*.json`) |
-//! | [`Format::PydanticAi`] | yes | no | pydantic-ai `ModelMessage` lists (`ModelMessagesTypeAdapter` JSON) |
+//! | [`Format::PydanticAi`] | yes | yes | pydantic-ai `ModelMessage` lists (`ModelMessagesTypeAdapter` JSON) |
 //! | [`Format::LangChain`] | yes | no | LangChain message dicts (`messages_to_dict`) |
 //!
 //! Every error says which format, where (line, message, block, field) and what
@@ -53,7 +53,7 @@ pub enum Format {
     Responses,
     /// Gemini CLI chat recordings (import only).
     GeminiCli,
-    /// pydantic-ai `ModelMessage` lists (import only).
+    /// pydantic-ai `ModelMessage` lists.
     PydanticAi,
     /// LangChain message dicts (import only).
     LangChain,
@@ -115,7 +115,11 @@ impl Format {
     pub fn is_writable(self) -> bool {
         matches!(
             self,
-            Format::Jsonl | Format::OpenAi | Format::Anthropic | Format::Responses
+            Format::Jsonl
+                | Format::OpenAi
+                | Format::Anthropic
+                | Format::Responses
+                | Format::PydanticAi
         )
     }
 
@@ -604,16 +608,16 @@ pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError
         Format::OpenAi => Ok(pretty(&Value::Array(openai::to_values(messages)?))),
         Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
         Format::Responses => Ok(pretty(&Value::Array(responses::to_items(messages)?))),
-        Format::ClaudeCode
-        | Format::Codex
-        | Format::GeminiCli
-        | Format::PydanticAi
-        | Format::LangChain => Err(FormatError::new(
-            format,
-            format!(
-                "{format} is an import-only format; write jsonl, openai, anthropic or responses"
-            ),
-        )),
+        Format::PydanticAi => Ok(pretty(&Value::Array(pydantic_ai::to_messages(messages)?))),
+        Format::ClaudeCode | Format::Codex | Format::GeminiCli | Format::LangChain => {
+            Err(FormatError::new(
+                format,
+                format!(
+                    "{format} is an import-only format; write jsonl, openai, anthropic, responses \
+                 or pydantic-ai"
+                ),
+            ))
+        }
     }
 }
 
@@ -633,8 +637,8 @@ impl fmt::Display for Loss {
 }
 
 /// What [`write()`] leaves out of `messages` in `format`: thinking signatures
-/// and redacted thinking where the format has no place for them (OpenAI,
-/// Responses), and what another format's reader kept verbatim (Anthropic
+/// where the format has no place for them (OpenAI, Responses), redacted
+/// thinking but in Anthropic, and what another format's reader kept verbatim (Anthropic
 /// blocks, Responses items, OpenAI fields) where the format cannot carry it.
 /// The native log loses nothing. A converter reports these, so that nothing
 /// is dropped unsaid.
@@ -657,6 +661,7 @@ pub fn losses(format: Format, messages: &[Message]) -> Vec<Loss> {
         Format::OpenAi => openai::EXTRA_KEY,
         Format::Anthropic => anthropic::EXTRA_KEY,
         Format::Responses => responses::EXTRA_KEY,
+        Format::PydanticAi => pydantic_ai::EXTRA_KEY,
         _ => return Vec::new(),
     };
     let mut out = Vec::new();
@@ -672,7 +677,7 @@ pub fn losses(format: Format, messages: &[Message]) -> Vec<Loss> {
         {
             if r.redacted {
                 lose("redacted thinking".into());
-            } else if r.signature.is_some() {
+            } else if r.signature.is_some() && format != Format::PydanticAi {
                 lose("the thinking signature".into());
             }
         }

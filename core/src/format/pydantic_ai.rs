@@ -1,5 +1,5 @@
-//! pydantic-ai message histories (`ModelMessagesTypeAdapter.dump_json`),
-//! import only.
+//! pydantic-ai message histories (`ModelMessagesTypeAdapter.dump_json`), in
+//! and out.
 //!
 //! A JSON array of `ModelRequest` (`{"kind": "request", "parts", "instructions"?}`)
 //! and `ModelResponse` (`{"kind": "response", "parts", "usage", "model_name",
@@ -18,12 +18,20 @@
 //! message before its parts. What else a message or part carries is kept in
 //! its metadata under `"pydantic_ai"`; ids are derived from position and
 //! text.
+//!
+//! Written ([`to_messages`]): consecutive system, user and tool messages as
+//! one `ModelRequest` (a tool error as a `retry-prompt`), each assistant
+//! message as a `ModelResponse` (thinking, text, then tool calls, with its
+//! model, time and usage); media as `binary` items (`data:` URLs) or URL
+//! items. What was kept is written back: structured tool content while its
+//! text is unchanged, thinking parts while the reasoning is, other parts as
+//! they were.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{Format, FormatError, kind_of};
-use crate::message::{MediaRef, Message, Part, Reasoning, ToolCall, Usage, derived_id};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage, derived_id};
 
 /// The metadata key under which what this model has no place for is kept.
 pub const EXTRA_KEY: &str = "pydantic_ai";
@@ -380,10 +388,284 @@ fn response_part(part: Value, m: &mut Message) -> Result<(), FormatError> {
     Ok(())
 }
 
+/// Writes messages as a `ModelMessage` list.
+pub fn to_messages(messages: &[Message]) -> Result<Vec<Value>, FormatError> {
+    let mut out: Vec<Value> = Vec::new();
+    // The request being filled, while system, user and tool messages follow
+    // each other.
+    let mut request: Option<Map<String, Value>> = None;
+    for (index, m) in messages.iter().enumerate() {
+        let at = |e: FormatError| e.at_message(index);
+        if m.role != Role::Assistant && (m.has_tool_calls() || m.reasoning.is_some()) {
+            return Err(at(error(format!(
+                "a {} message carries tool calls or reasoning, which only responses hold",
+                m.role
+            ))));
+        }
+        if m.role == Role::Assistant {
+            if let Some(done) = request.take() {
+                out.push(Value::Object(done));
+            }
+            out.push(response(m).map_err(at)?);
+            continue;
+        }
+        let request = request.get_or_insert_with(|| {
+            let mut r = Map::new();
+            r.insert("kind".into(), json!("request"));
+            r.insert("parts".into(), json!([]));
+            r
+        });
+        let kept = kept_of(m);
+        let is_instructions = m.role == Role::System
+            && kept.is_some_and(|k| k.get("instructions") == Some(&Value::Bool(true)))
+            && !request.contains_key("instructions")
+            && request["parts"].as_array().is_some_and(Vec::is_empty)
+            && m.parts.is_empty();
+        if is_instructions {
+            request.insert("instructions".into(), json!(m.content));
+            continue;
+        }
+        let part = request_part_of(m).map_err(at)?;
+        if let Some(Value::Array(parts)) = request.get_mut("parts") {
+            parts.push(part);
+        }
+    }
+    if let Some(done) = request {
+        out.push(Value::Object(done));
+    }
+    Ok(out)
+}
+
+fn kept_of(m: &Message) -> Option<&Map<String, Value>> {
+    m.metadata.get(EXTRA_KEY)?.as_object()
+}
+
+/// Adds what `kept` holds under `key` to `object`, without replacing what
+/// the message set.
+fn merge_kept(object: &mut Map<String, Value>, kept: Option<&Map<String, Value>>, key: &str) {
+    if let Some(Value::Object(fields)) = kept.and_then(|k| k.get(key)) {
+        for (field, value) in fields {
+            if !object.contains_key(field) && field != "part_kind" && field != "kind" {
+                object.insert(field.clone(), value.clone());
+            }
+        }
+    }
+}
+
+fn request_part_of(m: &Message) -> Result<Value, FormatError> {
+    let kept = kept_of(m);
+    let mut part = Map::new();
+    match m.role {
+        Role::System => {
+            part.insert("part_kind".into(), json!("system-prompt"));
+            part.insert("content".into(), json!(m.text()));
+        }
+        Role::User => {
+            part.insert("part_kind".into(), json!("user-prompt"));
+            let content = if m.parts.is_empty() {
+                json!(m.content)
+            } else {
+                let mut items = Vec::new();
+                if !m.content.is_empty() {
+                    items.push(json!(m.content));
+                }
+                for (i, p) in m.parts.iter().enumerate() {
+                    items.push(user_item_of(p).map_err(|e| e.at_block(i))?);
+                }
+                Value::Array(items)
+            };
+            part.insert("content".into(), content);
+        }
+        Role::Tool => {
+            let call_id = m.tool_call_id.as_deref().ok_or_else(|| {
+                error("a tool result without a `tool_call_id` cannot be written")
+                    .at_field("tool_call_id")
+            })?;
+            let kind = if m.is_error {
+                "retry-prompt"
+            } else {
+                "tool-return"
+            };
+            part.insert("part_kind".into(), json!(kind));
+            part.insert(
+                "tool_name".into(),
+                json!(m.tool_name.as_deref().unwrap_or_default()),
+            );
+            // Structured content kept as read stands while its text is this one.
+            let text = m.text();
+            let structured = kept
+                .and_then(|k| k.get("part"))
+                .and_then(|p| p.get("content"))
+                .filter(|c| c.to_string() == text);
+            part.insert(
+                "content".into(),
+                structured.cloned().unwrap_or_else(|| json!(text)),
+            );
+            part.insert("tool_call_id".into(), json!(call_id));
+        }
+        Role::Assistant => unreachable!("responses are written apart"),
+    }
+    if let Some(t) = m.timestamp {
+        part.insert("timestamp".into(), json!(t.to_rfc3339()));
+    }
+    merge_kept(&mut part, kept, "part");
+    Ok(Value::Object(part))
+}
+
+fn user_item_of(part: &Part) -> Result<Value, FormatError> {
+    let data = |url: &str| {
+        url.strip_prefix("data:")
+            .and_then(|rest| rest.split_once(";base64,"))
+            .map(|(mime, data)| (mime.to_owned(), data.to_owned()))
+    };
+    Ok(match part {
+        Part::Text { text } => json!(text),
+        Part::Image {
+            source: MediaRef::Url(url),
+            mime_type,
+        } => match data(url) {
+            Some((mime, data)) => json!({"kind": "binary", "data": data, "media_type": mime}),
+            None => {
+                let mut item = json!({"kind": "image-url", "url": url});
+                if let Some(mime) = mime_type {
+                    item["media_type"] = json!(mime);
+                }
+                item
+            }
+        },
+        Part::Image {
+            source: MediaRef::Path(path),
+            ..
+        } => {
+            return Err(error(format!(
+                "the image `{path}` is a media path; load it into a data: URL (or strip media) \
+                 before writing pydantic-ai messages"
+            )));
+        }
+        Part::File {
+            name,
+            path,
+            mime_type,
+        } => match data(path) {
+            Some((mime, data)) => {
+                let mut item = json!({"kind": "binary", "data": data, "media_type": mime});
+                if !name.is_empty() {
+                    item["identifier"] = json!(name);
+                }
+                item
+            }
+            None => {
+                let kind = match mime_type.as_deref() {
+                    Some(m) if m.starts_with("audio/") => "audio-url",
+                    Some(m) if m.starts_with("video/") => "video-url",
+                    _ => "document-url",
+                };
+                let mut item = json!({"kind": kind, "url": path});
+                if let Some(mime) = mime_type {
+                    item["media_type"] = json!(mime);
+                }
+                item
+            }
+        },
+    })
+}
+
+/// Whether a part kept in metadata is one the reader keeps again as it is.
+fn keepable_part(part: &Value, thinking: bool) -> bool {
+    let kind = part
+        .get("part_kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if thinking {
+        kind == "thinking" && part.get("content").is_some_and(Value::is_string)
+    } else {
+        part.is_object() && !matches!(kind, "" | "text" | "tool-call" | "thinking")
+    }
+}
+
+fn response(m: &Message) -> Result<Value, FormatError> {
+    let kept = kept_of(m);
+    let mut parts = Vec::new();
+    if let Some(r) = &m.reasoning {
+        let kept_thinking: Vec<&Value> = kept
+            .and_then(|k| k.get("thinking"))
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter(|p| keepable_part(p, true)).collect())
+            .unwrap_or_default();
+        let joined: Vec<&str> = kept_thinking
+            .iter()
+            .filter_map(|p| p.get("content").and_then(Value::as_str))
+            .collect();
+        if !kept_thinking.is_empty() && joined.join("\n\n") == r.text {
+            parts.extend(kept_thinking.into_iter().cloned());
+        } else {
+            let mut part = json!({"part_kind": "thinking", "content": r.text});
+            if let Some(signature) = &r.signature {
+                part["signature"] = json!(signature);
+            }
+            parts.push(part);
+        }
+    }
+    if !m.content.is_empty() {
+        parts.push(json!({"part_kind": "text", "content": m.content}));
+    }
+    for (i, part) in m.parts.iter().enumerate() {
+        match part {
+            Part::Text { text } => parts.push(json!({"part_kind": "text", "content": text})),
+            _ => {
+                return Err(
+                    error("a response holds text, thinking and tool calls only").at_block(i)
+                );
+            }
+        }
+    }
+    for call in &m.tool_calls {
+        parts.push(json!({"part_kind": "tool-call", "tool_name": call.name,
+                          "args": call.arguments, "tool_call_id": call.id}));
+    }
+    if let Some(Value::Array(other)) = kept.and_then(|k| k.get("parts")) {
+        parts.extend(other.iter().filter(|p| keepable_part(p, false)).cloned());
+    }
+    let mut object = Map::new();
+    object.insert("kind".into(), json!("response"));
+    object.insert("parts".into(), Value::Array(parts));
+    if let Some(model) = &m.model {
+        object.insert("model_name".into(), json!(model));
+    }
+    if let Some(t) = m.timestamp {
+        object.insert("timestamp".into(), json!(t.to_rfc3339()));
+    }
+    // The usage as read (with its details) while it says what the message's does.
+    let kept_usage = kept
+        .and_then(|k| k.get("response"))
+        .and_then(|r| r.get("usage"))
+        .filter(|kept| {
+            m.usage.is_some_and(|u| {
+                let get = |key: &str| kept.get(key).and_then(Value::as_u64);
+                get("input_tokens").or(get("request_tokens")).unwrap_or(0) == u.input_tokens
+                    && get("output_tokens").or(get("response_tokens")).unwrap_or(0)
+                        == u.output_tokens
+            })
+        });
+    if let Some(usage) = kept_usage {
+        object.insert("usage".into(), usage.clone());
+    } else if let Some(u) = &m.usage {
+        let mut usage = json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens});
+        if let Some(n) = u.cache_read_tokens {
+            usage["cache_read_tokens"] = json!(n);
+        }
+        if let Some(n) = u.cache_write_tokens {
+            usage["cache_write_tokens"] = json!(n);
+        }
+        object.insert("usage".into(), usage);
+    }
+    merge_kept(&mut object, kept, "response");
+    Ok(Value::Object(object))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Role;
 
     /// A history in the shape `ModelMessagesTypeAdapter.dump_json` gives
     /// (pydantic-ai 1.x), made up for this test.
@@ -464,5 +746,48 @@ mod tests {
             assert!(err.starts_with("pydantic-ai "), "{err}");
             assert!(err.contains(expected), "{err}");
         }
+    }
+
+    /// Written and read back, a history is the same messages (ids derived
+    /// anew), and written again the same JSON.
+    #[test]
+    fn a_history_round_trips() {
+        let messages = from_value(history()).unwrap();
+        let written = to_messages(&messages).unwrap();
+        let back = from_value(Value::Array(written.clone())).unwrap();
+        assert_eq!(back, messages);
+        assert_eq!(to_messages(&back).unwrap(), written);
+        assert_eq!(written[2]["parts"][0]["content"], json!({"temp": 18}));
+        // A retry prompt that names no call was read as the user's words.
+        assert_eq!(written[2]["parts"][1]["part_kind"], "user-prompt");
+    }
+
+    #[test]
+    fn other_formats_write_as_requests_and_responses() {
+        let mut call = Message::assistant("Checking.");
+        call.push_tool_call("c1", "ls", "{}");
+        call.reasoning = Some(Reasoning {
+            text: "think".into(),
+            signature: Some("sig".into()),
+            redacted: false,
+        });
+        let mut failed = Message::tool_result("c1", "ls", "no such dir");
+        failed.is_error = true;
+        let written =
+            to_messages(&[Message::system("s"), Message::user("u"), call, failed]).unwrap();
+        assert_eq!(written.len(), 3);
+        assert_eq!(written[0]["parts"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            written[1]["parts"][0],
+            json!({"part_kind": "thinking", "content": "think", "signature": "sig"})
+        );
+        assert_eq!(written[1]["parts"][2]["tool_call_id"], "c1");
+        assert_eq!(written[2]["parts"][0]["part_kind"], "retry-prompt");
+        let err = to_messages(&[Message::tool_result("", "x", "y").with_id("t")]).map(|_| ());
+        assert!(err.is_ok());
+        let mut orphan = Message::tool_result("c", "x", "y");
+        orphan.tool_call_id = None;
+        let err = to_messages(&[orphan]).unwrap_err().to_string();
+        assert!(err.contains("message 0, field `tool_call_id`"), "{err}");
     }
 }

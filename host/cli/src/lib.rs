@@ -147,7 +147,7 @@ enum Command {
         )]
         format: Option<Format>,
         /// The format to write.
-        #[arg(long, value_name = "jsonl|openai|anthropic|responses")]
+        #[arg(long, value_name = "jsonl|openai|anthropic|responses|pydantic-ai")]
         to: Format,
         /// Where to write (standard output when not given).
         #[arg(long, short)]

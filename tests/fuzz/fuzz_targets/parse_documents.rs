@@ -1,4 +1,4 @@
-//! The import-only document readers (gemini-cli, pydantic-ai, langchain) on
+//! The document readers added for issue 23 (gemini-cli, pydantic-ai, langchain) on
 //! arbitrary text, the first byte choosing the reader: each returns a
 //! transcript or a `FormatError` of its own format, never panics.
 #![no_main]

@@ -8,11 +8,12 @@
 use agent_host_core::format::{self, Format};
 use libfuzzer_sys::fuzz_target;
 
-const WRITABLE: [Format; 4] = [
+const WRITABLE: [Format; 5] = [
     Format::Jsonl,
     Format::OpenAi,
     Format::Anthropic,
     Format::Responses,
+    Format::PydanticAi,
 ];
 
 fuzz_target!(|data: &[u8]| {
