@@ -60,6 +60,13 @@ fn every_tau_bench_conversation_imports_and_round_trips() {
         calls += pairing.calls;
         answered += pairing.answered;
 
+        // Read from a file's text, the typed route (detection included) gives
+        // what the generic one gives.
+        let text = serde_json::to_string_pretty(traj).unwrap();
+        let (detected, typed) = format::parse_detected(&text).unwrap();
+        assert_eq!(detected, Format::OpenAi, "conversation {i}");
+        assert_eq!(typed.messages, history, "conversation {i}");
+
         // OpenAI out gives back the very same JSON.
         assert_eq!(
             &Value::Array(openai::to_values(&history).unwrap()),
