@@ -178,6 +178,34 @@ fn convert_says_what_the_target_cannot_carry() {
     );
 }
 
+/// A Claude Code log with one unreadable line and a rewind: read, the bad
+/// line and the abandoned branch named, not fatal and not mixed in.
+#[test]
+fn inspect_names_an_unreadable_line_and_a_rewound_branch() {
+    let log = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{"role":"user","content":"fix the bug"}}
+{"type":"assistant","uuid":"u2","parentUuid":"u1","sessionId":"s","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Deleting the tests."}]}}
+{"type":"user","uuid":"u3","parentUuid":"u1","sessionId":"s","message":{"role":"user","content":[{"type":"hologram"}]}}
+{"type":"user","uuid":"u4","parentUuid":"u1","sessionId":"s","message":{"role":"user","content":"keep the tests"}}
+{"type":"assistant","uuid":"u5","parentUuid":"u4","sessionId":"s","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"Patched."}]}}
+"#;
+    let output = run(&["inspect", "-"], log);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("stdin (claude-code): 3 messages"),
+        "{text}"
+    );
+    assert!(
+        text.contains("abandoned branches (rewinds): 1 (1 messages, not shown)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("unreadable record, left out: claude-code line 3, block 0, field `type`"),
+        "{text}"
+    );
+    assert!(!text.contains("Deleting the tests."), "{text}");
+}
+
 #[test]
 fn convert_refuses_to_write_claude_code() {
     let output = run(&["convert", "-", "--to", "claude-code"], "[]");
