@@ -631,6 +631,16 @@ mod tests {
     }
 
     #[test]
+    fn a_log_of_titles_only_is_an_empty_history() {
+        let t =
+            parse("{\"type\":\"summary\",\"summary\":\"Old chat\",\"leafUuid\":\"u9\"}\n").unwrap();
+        assert_eq!(
+            (t.messages.len(), t.title.as_deref()),
+            (0, Some("Old chat"))
+        );
+    }
+
+    #[test]
     fn a_codex_rollout_read_as_claude_code_is_refused_naming_codex() {
         let text = r#"{"timestamp":"2025-10-29T00:59:38Z","type":"session_meta","payload":{"id":"x"}}
 {"timestamp":"2025-10-29T00:59:38Z","type":"response_item","payload":{"type":"message","role":"user","content":"hi"}}

@@ -525,18 +525,20 @@ impl LineReader {
 
     /// What was read.
     ///
-    /// A log whose records gave no message at all, while some were read, is
-    /// an error rather than an empty history: it is another format (named
-    /// when the first record is one agent-host knows), or every record was
-    /// bad (the first bad one's error is given).
+    /// A log whose records gave no message at all (nor a title), while some
+    /// were read, is an error rather than an empty history: it is another
+    /// format (named when the first record is one agent-host knows), or
+    /// every record was bad (the first bad one's error is given).
     pub fn finish(self) -> Result<Transcript, FormatError> {
         let transcript = match self.state {
             LineState::Jsonl(messages) => Transcript::from_messages(messages),
             LineState::ClaudeCode(reader) => reader.into_transcript(),
             LineState::Codex(reader) => reader.into_transcript(),
         };
-        let empty = transcript.messages.is_empty() && transcript.sidechains.is_empty();
-        if !empty {
+        let no_message = transcript.messages.is_empty()
+            && transcript.sidechains.is_empty()
+            && transcript.branches.is_empty();
+        if !no_message {
             return Ok(transcript);
         }
         let looks_like = self.first_looks_like.flatten();
@@ -547,7 +549,9 @@ impl LineReader {
                 None => e,
             });
         }
-        if transcript.skipped.is_empty() {
+        // A log of nothing but its title (Claude Code writes such files) is
+        // one of this format's, and empty.
+        if transcript.skipped.is_empty() || transcript.title.is_some() {
             return Ok(transcript);
         }
         let mut kinds: Vec<&str> = transcript.skipped.iter().map(|s| s.kind.as_str()).collect();
