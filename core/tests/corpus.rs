@@ -60,6 +60,13 @@ fn every_tau_bench_conversation_imports_and_round_trips() {
         calls += pairing.calls;
         answered += pairing.answered;
 
+        // Read from a file's text, the typed route (detection included) gives
+        // what the generic one gives.
+        let text = serde_json::to_string_pretty(traj).unwrap();
+        let (detected, typed) = format::parse_detected(&text).unwrap();
+        assert_eq!(detected, Format::OpenAi, "conversation {i}");
+        assert_eq!(typed.messages, history, "conversation {i}");
+
         // OpenAI out gives back the very same JSON.
         assert_eq!(
             &Value::Array(openai::to_values(&history).unwrap()),
@@ -122,6 +129,11 @@ fn every_claude_code_session_imports_with_nothing_lost() {
         let t = format::parse(Format::ClaudeCode, &text).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert_eq!(t.messages.len(), messages, "{file}");
         assert!(t.skipped.is_empty(), "{file}: {:?}", t.skipped);
+        assert!(t.quarantined.is_empty(), "{file}: {:?}", t.quarantined);
+        assert!(
+            t.branches.is_empty(),
+            "{file}: no rewinds in these sessions"
+        );
         let assistant = t
             .messages
             .iter()

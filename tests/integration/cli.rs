@@ -145,6 +145,67 @@ fn convert_writes_a_file_that_reads_back_the_same() {
     assert_eq!(turns[3]["content"][0]["type"], "thinking");
 }
 
+/// Interleaved thinking with server tools: to Anthropic, every block and
+/// signature comes back; to OpenAI, what cannot go is named on standard
+/// error, not dropped unsaid.
+#[test]
+fn convert_says_what_the_target_cannot_carry() {
+    let request = r#"{"system": "Research.", "messages": [
+        {"role": "user", "content": "Q3?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Search.", "signature": "sig-1"},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "Q3"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+            {"type": "thinking", "thinking": "Done.", "signature": "sig-2"},
+            {"type": "text", "text": "Up 7%."}]}]}"#;
+    let same = run(&["convert", "-", "--to", "anthropic"], request);
+    assert!(same.status.success(), "{}", stderr(&same));
+    assert!(!stderr(&same).contains("not carried"), "{}", stderr(&same));
+    let back: serde_json::Value = serde_json::from_str(&stdout(&same)).unwrap();
+    let original: serde_json::Value = serde_json::from_str(request).unwrap();
+    assert_eq!(back, original);
+
+    let openai = run(&["convert", "-", "--to", "openai"], request);
+    assert!(openai.status.success(), "{}", stderr(&openai));
+    let err = stderr(&openai);
+    assert!(
+        err.contains("not carried by openai: message 2: the thinking signature"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Anthropic data kept verbatim (thinking, server_tool_use, web_search_tool_result, thinking)"),
+        "{err}"
+    );
+}
+
+/// A Claude Code log with one unreadable line and a rewind: read, the bad
+/// line and the abandoned branch named, not fatal and not mixed in.
+#[test]
+fn inspect_names_an_unreadable_line_and_a_rewound_branch() {
+    let log = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{"role":"user","content":"fix the bug"}}
+{"type":"assistant","uuid":"u2","parentUuid":"u1","sessionId":"s","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Deleting the tests."}]}}
+{"type":"user","uuid":"u3","parentUuid":"u1","sessionId":"s","message":{"role":"user","content":[{"type":"hologram"}]}}
+{"type":"user","uuid":"u4","parentUuid":"u1","sessionId":"s","message":{"role":"user","content":"keep the tests"}}
+{"type":"assistant","uuid":"u5","parentUuid":"u4","sessionId":"s","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"Patched."}]}}
+"#;
+    let output = run(&["inspect", "-"], log);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with("stdin (claude-code): 3 messages"),
+        "{text}"
+    );
+    assert!(
+        text.contains("abandoned branches (rewinds): 1 (1 messages, not shown)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("unreadable record, left out: claude-code line 3, block 0, field `type`"),
+        "{text}"
+    );
+    assert!(!text.contains("Deleting the tests."), "{text}");
+}
+
 #[test]
 fn convert_refuses_to_write_claude_code() {
     let output = run(&["convert", "-", "--to", "claude-code"], "[]");

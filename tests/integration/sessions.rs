@@ -127,8 +127,9 @@ fn import_keeps_every_message_of_a_corpus_session_and_a_jsonl_file() {
     assert_eq!(history.messages, sample_messages());
     assert_eq!(history.meta.title.as_deref(), Some("The sample"));
 
-    // The same file again appends: an import never replaces.
-    ok(
+    // The same file again adds nothing: messages the session holds (by id)
+    // are not appended twice.
+    let text = ok(
         dir.path(),
         &[
             "sessions",
@@ -138,10 +139,30 @@ fn import_keeps_every_message_of_a_corpus_session_and_a_jsonl_file() {
             "telegram:123456",
         ],
     );
+    assert!(text.starts_with("nothing new: the 12 messages"), "{text}");
     let again = store
         .load(&SessionRef::key("default", "telegram:123456"))
         .unwrap();
-    assert_eq!(again.messages.len(), 24);
+    assert_eq!(again.messages, sample_messages());
+    // A log that grew since adds only what is new.
+    let mut grown = agent_host_engine::transcript::SAMPLE.to_owned();
+    grown.push_str("{\"type\":\"user\",\"id\":\"later\",\"content\":\"one more thing\"}\n");
+    let grown_file = dir.path().join("grown.jsonl");
+    std::fs::write(&grown_file, grown).unwrap();
+    let text = ok(
+        dir.path(),
+        &[
+            "sessions",
+            "import",
+            grown_file.to_str().unwrap(),
+            "--session",
+            "telegram:123456",
+        ],
+    );
+    assert!(
+        text.starts_with("imported 1 messages") && text.contains("(12 were in it already)"),
+        "{text}"
+    );
 
     let Some(corpus) = corpus() else { return };
     let claude = corpus.join("claude-code-sessions-ccv/fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl");
@@ -170,6 +191,59 @@ fn import_keeps_every_message_of_a_corpus_session_and_a_jsonl_file() {
     assert!(stored.warnings.is_empty(), "{:?}", stored.warnings);
     assert_eq!(stored.messages, expected.transcript.messages);
     assert_eq!(stored.meta.message_count, n as u64);
+}
+
+/// A Codex CLI rollout (the shape Codex 0.5x writes) imports, detected, with
+/// its tool calls paired; twice, it adds nothing; named as Claude Code, it
+/// is refused naming Codex rather than imported as nothing.
+#[test]
+fn a_codex_rollout_imports_once_and_is_not_mistaken_for_claude_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let rollout = dir
+        .path()
+        .join("rollout-2025-10-29T00-59-38-019a2d7a.jsonl");
+    std::fs::write(
+        &rollout,
+        r#"{"timestamp":"2025-10-29T00:59:38.317Z","type":"session_meta","payload":{"id":"019a2d7a","cwd":"/w","cli_version":"0.50.0"}}
+{"timestamp":"2025-10-29T00:59:38.320Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"List the files"}]}}
+{"timestamp":"2025-10-29T00:59:38.322Z","type":"turn_context","payload":{"cwd":"/w","model":"gpt-5-codex"}}
+{"timestamp":"2025-10-29T00:59:40.200Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"call_A1"}}
+{"timestamp":"2025-10-29T00:59:41.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_A1","output":"a.txt\nb.txt"}}
+{"timestamp":"2025-10-29T00:59:42.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a.txt and b.txt"}]}}
+"#,
+    )
+    .unwrap();
+    let file = rollout.to_str().unwrap();
+    let text = ok(dir.path(), &["sessions", "import", file, "--session", "cx"]);
+    assert!(
+        text.starts_with("imported 4 messages") && text.contains("(codex)"),
+        "{text}"
+    );
+    let text = ok(dir.path(), &["sessions", "import", file, "--session", "cx"]);
+    assert!(text.starts_with("nothing new: the 4 messages"), "{text}");
+    let store = FileStore::open(dir.path().join("store")).unwrap();
+    let history = store.load(&SessionRef::key("default", "cx")).unwrap();
+    assert_eq!(history.messages[1].tool_calls[0].name, "shell");
+    assert_eq!(history.messages[2].tool_name.as_deref(), Some("shell"));
+
+    let output = cli(
+        dir.path(),
+        &[
+            "sessions",
+            "import",
+            file,
+            "--session",
+            "cc",
+            "--format",
+            "claude-code",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(65), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--format codex"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -8,8 +8,22 @@
 //! reasoning, with its signature), `tool_use` (a tool call whose `input` is kept
 //! as JSON text) and `tool_result` (one tool message per block, with the tool's
 //! name looked up from its call). A user message holding tool results and text
-//! becomes the tool messages followed by a user message. Block fields such as
-//! `cache_control` and `citations` are not kept.
+//! becomes the tool messages followed by a user message. Fields of text blocks
+//! such as `cache_control` and `citations` are not kept.
+//!
+//! Blocks the message model has no place for are kept verbatim in the
+//! message's metadata under `"anthropic"` (`{"blocks": [{"at", "block"}]}`),
+//! at their places among the blocks the message is written as, and written
+//! back there: server tool use and results (`server_tool_use`,
+//! `web_search_tool_result`, `web_fetch_tool_result`, the code execution
+//! results, MCP blocks), `compaction`, `search_result`, `container_upload`,
+//! and images and documents with a source or fields a part cannot hold
+//! (`file` and `text` sources, `citations`, `context`). A turn with several
+//! thinking blocks (interleaved thinking, redacted blocks beside readable
+//! ones) keeps each block verbatim with its signature; its reasoning is their
+//! text joined, and they are written back as they were while that text is
+//! unchanged (edited reasoning is written as one block, removed reasoning
+//! takes them with it).
 //!
 //! Written: the system messages joined into `system`; tool messages grouped into
 //! the user turn that follows the call, as the API requires; thinking first,
@@ -58,7 +72,7 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
             let mut m = Message::system("");
             for (i, block) in blocks.into_iter().enumerate() {
                 match content_part(block).map_err(|e| e.at_block(i).at_field("system"))? {
-                    text @ Part::Text { .. } => m.parts.push(text),
+                    Block::Part(text @ Part::Text { .. }) => m.parts.push(text),
                     _ => {
                         return Err(FormatError::new(
                             FORMAT,
@@ -90,6 +104,34 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
         m.id = derived_id("anthropic", index, &m.text());
     }
     Ok(out)
+}
+
+/// Content block types only Anthropic messages have (server tools and their
+/// results, documents, thinking, compaction).
+pub const BLOCK_TYPES: [&str; 17] = [
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+    "compaction",
+];
+
+/// Whether a content block of type `kind` is one only Anthropic messages
+/// have (an `image` with a `source` included: OpenAI's is `image_url`).
+pub(crate) fn is_anthropic_block(kind: &str, block: &Value) -> bool {
+    BLOCK_TYPES.contains(&kind) || (kind == "image" && block.get("source").is_some())
 }
 
 /// Tool names by call id, so that a tool result can name its tool.
@@ -149,11 +191,100 @@ pub(crate) fn user_content(
         if block.get("type").and_then(Value::as_str) == Some("tool_result") {
             results.push(tool_result(format, block, tool_names).map_err(|e| e.at_block(i))?);
         } else {
-            user.parts
-                .push(content_part(block).map_err(|e| with_format(e, format).at_block(i))?);
+            match content_part(block).map_err(|e| with_format(e, format).at_block(i))? {
+                Block::Part(part) => user.parts.push(part),
+                Block::Kept(block) => keep_block(&mut user, block),
+            }
         }
     }
-    Ok((results, (!user.parts.is_empty()).then_some(user)))
+    let any = !user.parts.is_empty() || user.metadata.contains_key(EXTRA_KEY);
+    Ok((results, any.then_some(user)))
+}
+
+/// The metadata key under which blocks this model has no place for are kept
+/// (`{"blocks": [{"at": position, "block": {...}}]}`).
+pub const EXTRA_KEY: &str = "anthropic";
+
+/// How many blocks `m` is written as so far (see [`to_request`]): where a
+/// block kept now goes back.
+fn written_blocks(m: &Message) -> usize {
+    let kept = kept_blocks(m).map_or(0, Vec::len);
+    let thinking_kept =
+        kept_blocks(m).is_some_and(|blocks| blocks.iter().any(|b| is_thinking(&b["block"])));
+    usize::from(m.reasoning.is_some() && !thinking_kept)
+        + usize::from(!m.content.is_empty())
+        + m.parts.len()
+        + m.tool_calls.len()
+        + kept
+}
+
+/// Keeps `block` verbatim at its place in `m`.
+fn keep_block(m: &mut Message, block: Value) {
+    let at = written_blocks(m);
+    let extra = m
+        .metadata
+        .entry(EXTRA_KEY)
+        .or_insert_with(|| json!({"blocks": []}));
+    if !extra.is_object() {
+        *extra = json!({"blocks": []});
+    }
+    let blocks = extra
+        .as_object_mut()
+        .expect("made an object above")
+        .entry("blocks")
+        .or_insert_with(|| json!([]));
+    if !blocks.is_array() {
+        *blocks = json!([]);
+    }
+    if let Value::Array(blocks) = blocks {
+        blocks.push(json!({"at": at, "block": block}));
+    }
+}
+
+/// Whether a block kept in metadata (which a processor or a native log may
+/// have written anything into) is one the reader keeps again as it is: the
+/// writer writes no other.
+fn readable_kept(block: &Value) -> bool {
+    let kind = block
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match kind {
+        "thinking" => block.get("thinking").is_some_and(Value::is_string),
+        "redacted_thinking" => block.get("data").is_some_and(Value::is_string),
+        "image" | "document" => matches!(content_part(block.clone()), Ok(Block::Kept(_))),
+        "tool_use" | "tool_result" => false,
+        kind => BLOCK_TYPES.contains(&kind),
+    }
+}
+
+/// The blocks kept in `m`'s metadata, if any.
+fn kept_blocks(m: &Message) -> Option<&Vec<Value>> {
+    m.metadata.get(EXTRA_KEY)?.get("blocks")?.as_array()
+}
+
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+/// The readable text of kept thinking blocks, joined as [`add_reasoning`]
+/// joins them.
+fn thinking_text(blocks: &[Value]) -> String {
+    let texts: Vec<&str> = blocks
+        .iter()
+        .map(|b| &b["block"])
+        .filter(|b| is_thinking(b))
+        .map(|b| {
+            b.get("thinking")
+                .or_else(|| b.get("data"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        })
+        .collect();
+    texts.join("\n\n")
 }
 
 /// Adds an assistant turn's content to `m`: text parts, reasoning and tool
@@ -185,11 +316,11 @@ pub(crate) fn assistant_content(
                     .get("signature")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                add_reasoning(m, text, signature, false);
+                add_reasoning(m, text, signature, false, block);
             }
             Some("redacted_thinking") => {
                 let data = string_field(&block, "data").map_err(at)?;
-                add_reasoning(m, data, None, true);
+                add_reasoning(m, data, None, true, block);
             }
             Some("tool_use") => {
                 let id = string_field(&block, "id").map_err(at)?;
@@ -208,18 +339,30 @@ pub(crate) fn assistant_content(
             _ => match content_part(block).map_err(at)? {
                 // The first text of a turn is its content, as in the other
                 // formats; later pieces keep their order as parts.
-                Part::Text { text } if m.content.is_empty() && m.parts.is_empty() => {
+                Block::Part(Part::Text { text }) if m.content.is_empty() && m.parts.is_empty() => {
                     m.content = text
                 }
-                part => m.parts.push(part),
+                Block::Part(part) => m.parts.push(part),
+                Block::Kept(block) => keep_block(m, block),
             },
         }
     }
     Ok(())
 }
 
-fn add_reasoning(m: &mut Message, text: String, signature: Option<String>, redacted: bool) {
-    match &mut m.reasoning {
+/// Adds a thinking block to `m`'s reasoning. One block is the reasoning
+/// (its text, its signature). Several (interleaved thinking, redacted
+/// blocks beside readable ones) are kept verbatim each with its signature,
+/// at their places among the turn's blocks, and the reasoning is their text
+/// joined, for what reads it (summaries, token counts).
+fn add_reasoning(
+    m: &mut Message,
+    text: String,
+    signature: Option<String>,
+    redacted: bool,
+    block: Value,
+) {
+    match m.reasoning.take() {
         None => {
             m.reasoning = Some(Reasoning {
                 text,
@@ -227,13 +370,46 @@ fn add_reasoning(m: &mut Message, text: String, signature: Option<String>, redac
                 redacted,
             })
         }
-        // Several thinking blocks in one turn: keep all the text, the latest signature.
-        Some(existing) => {
+        Some(mut existing) => {
+            let thinking_kept = kept_blocks(m)
+                .is_some_and(|blocks| blocks.iter().any(|b| is_thinking(&b["block"])));
+            if !thinking_kept {
+                // The first block, written first, goes back to its place.
+                let first = reasoning_block(&existing);
+                m.reasoning = None;
+                keep_block(m, first);
+                if let Some(Value::Array(blocks)) = m
+                    .metadata
+                    .get_mut(EXTRA_KEY)
+                    .and_then(|e| e.get_mut("blocks"))
+                    && let Some(last) = blocks.pop()
+                {
+                    let mut last = last;
+                    last["at"] = json!(0);
+                    blocks.insert(0, last);
+                }
+            }
+            m.reasoning = Some(existing.clone());
+            keep_block(m, block);
             existing.text.push_str("\n\n");
             existing.text.push_str(&text);
             existing.signature = signature.or(existing.signature.take());
             existing.redacted |= redacted;
+            m.reasoning = Some(existing);
         }
+    }
+}
+
+/// The block a [`Reasoning`] is written as.
+fn reasoning_block(r: &Reasoning) -> Value {
+    if r.redacted {
+        json!({"type": "redacted_thinking", "data": r.text})
+    } else {
+        let mut block = json!({"type": "thinking", "thinking": r.text});
+        if let Some(signature) = &r.signature {
+            block["signature"] = Value::String(signature.clone());
+        }
+        block
     }
 }
 
@@ -254,9 +430,12 @@ fn tool_result(
         Some(Value::String(text)) => m.content = text.clone(),
         Some(Value::Array(parts)) => {
             for (i, part) in parts.iter().enumerate() {
-                let part = content_part(part.clone())
-                    .map_err(|e| with_format(e, format).at_field(format!("content[{i}]")))?;
-                m.parts.push(part);
+                match content_part(part.clone())
+                    .map_err(|e| with_format(e, format).at_field(format!("content[{i}]")))?
+                {
+                    Block::Part(part) => m.parts.push(part),
+                    Block::Kept(block) => keep_block(&mut m, block),
+                }
             }
         }
         Some(other) => return Err(bad_content(format, other)),
@@ -264,46 +443,92 @@ fn tool_result(
     Ok(m)
 }
 
-/// A text, image or document block as a [`Part`].
-fn content_part(block: Value) -> Result<Part, FormatError> {
+/// A content block read: a [`Part`], or a block this model has no place
+/// for, kept verbatim.
+enum Block {
+    Part(Part),
+    Kept(Value),
+}
+
+/// A text, image or document block as a [`Part`]; server tool use and
+/// results, compaction, search results, and images and documents a part
+/// cannot hold as they are (a file or text source, citations, context) are
+/// kept verbatim.
+fn content_part(block: Value) -> Result<Block, FormatError> {
     let kind = block
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or_default();
     match kind {
-        "text" => Ok(Part::Text {
+        "text" => Ok(Block::Part(Part::Text {
             text: string_field(&block, "text")?,
-        }),
-        "image" => {
+        })),
+        "image" | "document" => {
+            if !as_part(&block) {
+                check_source(&block)?;
+                return Ok(Block::Kept(block));
+            }
             let (url, mime_type) = source_url(&block)?;
-            Ok(Part::Image {
-                source: MediaRef::Url(url),
-                mime_type,
-            })
-        }
-        "document" => {
-            let (path, mime_type) = source_url(&block)?;
-            Ok(Part::File {
+            if kind == "image" {
+                return Ok(Block::Part(Part::Image {
+                    source: MediaRef::Url(url),
+                    mime_type,
+                }));
+            }
+            Ok(Block::Part(Part::File {
                 name: block
                     .get("title")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned(),
-                path,
+                path: url,
                 mime_type,
-            })
+            }))
         }
         "" => {
             Err(FormatError::new(FORMAT, "a content block needs a string `type`").at_field("type"))
         }
+        kind if BLOCK_TYPES.contains(&kind) => Ok(Block::Kept(block)),
         other => Err(FormatError::new(
             FORMAT,
             format!(
                 "unsupported content block type `{other}`; expected text, image, document, \
-                 thinking, redacted_thinking, tool_use or tool_result"
+                 thinking, redacted_thinking, tool_use, tool_result, or one of {}",
+                BLOCK_TYPES[4..].join(", ")
             ),
         )
         .at_field("type")),
+    }
+}
+
+/// Whether an image or document block is what a part holds exactly: a
+/// base64 or URL source, and (for a document) a title, nothing else.
+fn as_part(block: &Value) -> bool {
+    let Some(object) = block.as_object() else {
+        return false;
+    };
+    let fields_ok = object
+        .keys()
+        .all(|k| matches!(k.as_str(), "type" | "source" | "title"));
+    let source = object.get("source").and_then(Value::as_object);
+    let source_ok = source.is_some_and(|s| match s.get("type").and_then(Value::as_str) {
+        Some("base64") => s
+            .keys()
+            .all(|k| matches!(k.as_str(), "type" | "media_type" | "data")),
+        Some("url") => s.keys().all(|k| matches!(k.as_str(), "type" | "url")),
+        _ => false,
+    });
+    fields_ok && source_ok && (object.get("title").is_none_or(Value::is_string))
+}
+
+/// An image or document kept verbatim still needs a source of some type.
+fn check_source(block: &Value) -> Result<(), FormatError> {
+    match block.get("source") {
+        Some(source) if source.get("type").and_then(Value::as_str).is_some() => Ok(()),
+        Some(_) => {
+            Err(FormatError::new(FORMAT, "a source needs a string `type`").at_field("source.type"))
+        }
+        None => Err(FormatError::new(FORMAT, "missing `source`").at_field("source")),
     }
 }
 
@@ -448,10 +673,31 @@ fn last_tool_results(out: &mut [Value]) -> Option<&mut Vec<Value>> {
 }
 
 fn user_blocks(m: &Message) -> Result<Content, FormatError> {
-    if m.parts.is_empty() {
+    if m.parts.is_empty() && kept_blocks(m).is_none() {
         return Ok(Content::Text(m.content.clone()));
     }
-    Ok(Content::Blocks(text_and_parts(m)?))
+    let mut blocks = text_and_parts(m)?;
+    insert_kept(m, &mut blocks, true);
+    Ok(Content::Blocks(blocks))
+}
+
+/// Puts the blocks kept verbatim in `m` back at their places in `blocks`;
+/// kept thinking blocks only with `thinking` (the reasoning they were read
+/// into is unchanged).
+fn insert_kept(m: &Message, blocks: &mut Vec<Value>, thinking: bool) {
+    let Some(kept) = kept_blocks(m) else {
+        return;
+    };
+    for entry in kept {
+        let block = &entry["block"];
+        if !readable_kept(block) || (is_thinking(block) && !thinking) {
+            continue;
+        }
+        let at = entry["at"]
+            .as_u64()
+            .map_or(blocks.len(), |at| (at as usize).min(blocks.len()));
+        blocks.insert(at, block.clone());
+    }
 }
 
 fn text_and_parts(m: &Message) -> Result<Vec<Value>, FormatError> {
@@ -472,20 +718,21 @@ fn assistant_blocks(m: &Message) -> Result<Value, FormatError> {
         && m.tool_calls.is_empty()
         && m.parts.is_empty()
         && m.content.is_empty()
+        && kept_blocks(m).is_none_or(Vec::is_empty)
     {
         return Ok(Value::String(String::new()));
     }
     let mut blocks = Vec::new();
-    if let Some(r) = &m.reasoning {
-        blocks.push(if r.redacted {
-            json!({"type": "redacted_thinking", "data": r.text})
-        } else {
-            let mut block = json!({"type": "thinking", "thinking": r.text});
-            if let Some(signature) = &r.signature {
-                block["signature"] = Value::String(signature.clone());
-            }
-            block
-        });
+    // Several thinking blocks kept verbatim, each with its signature, are
+    // written as they were while the reasoning read from them is unchanged;
+    // reasoning that was edited is written as one block.
+    let thinking_kept = m.reasoning.as_ref().is_some_and(|r| {
+        kept_blocks(m).is_some_and(|kept| {
+            kept.iter().any(|b| is_thinking(&b["block"])) && thinking_text(kept) == r.text
+        })
+    });
+    if let Some(r) = m.reasoning.as_ref().filter(|_| !thinking_kept) {
+        blocks.push(reasoning_block(r));
     }
     blocks.extend(text_and_parts(m)?);
     for (i, call) in m.tool_calls.iter().enumerate() {
@@ -502,6 +749,7 @@ fn assistant_blocks(m: &Message) -> Result<Value, FormatError> {
         };
         blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
     }
+    insert_kept(m, &mut blocks, thinking_kept);
     Ok(Value::Array(blocks))
 }
 
@@ -631,6 +879,82 @@ mod tests {
         }));
     }
 
+    /// Server tools, interleaved thinking (each block with its signature),
+    /// code execution, compaction, documents of every source: kept verbatim
+    /// at their places, never refused.
+    #[test]
+    fn blocks_without_a_place_in_the_model_round_trip_exactly() {
+        round_trip(json!({
+            "system": [{"type": "text", "text": "Research."}],
+            "messages": [
+                {"role": "user", "content": [
+                    {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Q3 revenue: 4.2M"},
+                     "title": "report", "citations": {"enabled": true}},
+                    {"type": "document", "source": {"type": "file", "file_id": "file_011"}},
+                    {"type": "image", "source": {"type": "file", "file_id": "file_012"}},
+                    {"type": "text", "text": "What changed?"}
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Search first.", "signature": "sig-1"},
+                    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "Q3"}},
+                    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+                     "content": [{"type": "web_search_result", "url": "https://example.com/q3", "title": "Q3", "encrypted_content": "EqgB"}]},
+                    {"type": "thinking", "thinking": "Now compute.", "signature": "sig-2"},
+                    {"type": "redacted_thinking", "data": "EmwKAhgB"},
+                    {"type": "server_tool_use", "id": "srvtoolu_2", "name": "code_execution", "input": {"code": "print(4.2/3.9)"}},
+                    {"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_2",
+                     "content": {"type": "code_execution_result", "stdout": "1.077\n", "stderr": "", "return_code": 0}},
+                    {"type": "text", "text": "Up 7.7%."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "save", "input": {"v": 1.077}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                        {"type": "search_result", "source": "db", "title": "saved", "content": [{"type": "text", "text": "ok"}]},
+                        {"type": "text", "text": "saved"}
+                    ]}
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "compaction", "content": "Summary of the work so far."},
+                    {"type": "text", "text": "Done."}
+                ]}
+            ]
+        }));
+        let messages = from_value(json!([{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "a", "signature": "s1"},
+            {"type": "thinking", "thinking": "b", "signature": "s2"},
+            {"type": "text", "text": "x"}]}]))
+        .unwrap();
+        let r = messages[0].reasoning.as_ref().unwrap();
+        assert_eq!(
+            (r.text.as_str(), r.signature.as_deref()),
+            ("a\n\nb", Some("s2"))
+        );
+    }
+
+    #[test]
+    fn edited_interleaved_thinking_is_written_as_one_block() {
+        let mut messages = from_value(json!([{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "a", "signature": "s1"},
+            {"type": "thinking", "thinking": "b", "signature": "s2"},
+            {"type": "text", "text": "x"}]}]))
+        .unwrap();
+        messages[0].reasoning = Some(Reasoning {
+            text: "shorter".into(),
+            ..Reasoning::default()
+        });
+        let request = to_request(&messages).unwrap();
+        assert_eq!(
+            request["messages"][0]["content"],
+            json!([{"type": "thinking", "thinking": "shorter"}, {"type": "text", "text": "x"}])
+        );
+        messages[0].reasoning = None;
+        let request = to_request(&messages).unwrap();
+        assert_eq!(
+            request["messages"][0]["content"],
+            json!([{"type": "text", "text": "x"}])
+        );
+    }
+
     #[test]
     fn tool_results_become_tool_messages_named_after_their_call() {
         let messages = from_value(json!([
@@ -689,8 +1013,12 @@ mod tests {
                 "missing `tool_use_id`",
             ),
             (
-                json!([{"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}]),
+                json!([{"role": "user", "content": [{"type": "image", "source": {"kind": "file"}}]}]),
                 "field `source.type`",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "document"}]}]),
+                "field `source`: missing `source`",
             ),
             (
                 json!({"system": 3, "messages": []}),

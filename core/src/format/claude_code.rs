@@ -14,13 +14,32 @@
 //!   to [`Transcript::sidechains`], one list per subagent run (a sidechain
 //!   record joins the sidechain of its `parentUuid`, or starts a new one);
 //! - `summary` records give the transcript's title;
+//! - a compaction (a `system` record of subtype `compact_boundary`, then the
+//!   `user` record marked `isCompactSummary` holding the summary) becomes a
+//!   summary checkpoint message ([`Message::summary`]), the boundary record
+//!   kept in its metadata, rather than a plain user message;
+//! - a rewind leaves the abandoned records in the log, on a `parentUuid`
+//!   chain the conversation no longer follows: the main line is the chain of
+//!   the log's last record (across compactions, by `logicalParentUuid`), and
+//!   messages off it go to [`Transcript::branches`], one list per abandoned
+//!   run (only when the chain is whole: a chain that leads to a record not in
+//!   the file leaves the messages as they are);
 //! - other record types are not conversation messages and are listed in
-//!   [`Transcript::skipped`].
+//!   [`Transcript::skipped`];
+//! - a record that cannot be read (bad JSON, a bad block) is left out and
+//!   listed in [`Transcript::quarantined`] with its error, and the rest of the
+//!   log is read; a log of which no record could be read is an error.
+//!
+//! The records `claude -p --output-format stream-json` prints (and web
+//! exports) have the same `message` objects without the log's bookkeeping:
+//! `session_id` for `sessionId`, no `uuid` or `parentUuid`; `system` (init)
+//! and `result` records are listed as skipped, and the messages of a
+//! subagent (`parent_tool_use_id` set) go to a sidechain per tool call.
 //!
 //! A message's id is its record's `uuid` (`uuid:N` for the N-th extra message
-//! of one record). Everything else the record carries (`cwd`, `gitBranch`,
-//! `sessionId`, `toolUseResult`, ...) is kept in its metadata under
-//! `"claude_code"`.
+//! of one record), or, without one, derived from the line and text. Everything
+//! else the record carries (`cwd`, `gitBranch`, `sessionId`, `toolUseResult`,
+//! ...) is kept in its metadata under `"claude_code"`.
 
 use std::collections::HashMap;
 
@@ -28,8 +47,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::anthropic::{self, ToolNames};
-use super::{Format, FormatError, Skipped, Transcript, kind_of};
-use crate::message::{Message, Usage};
+use super::{Format, FormatError, Quarantined, Skipped, Transcript, kind_of};
+use crate::message::{Message, Usage, derived_id};
 
 /// The metadata key under which a record's other fields are kept.
 pub const EXTRA_KEY: &str = "claude_code";
@@ -55,23 +74,44 @@ pub(super) struct Reader {
     tool_names: ToolNames,
     /// Streamed assistant turns: `message.id` -> where the turn is.
     turns: HashMap<String, (Thread, usize)>,
-    /// Record uuids of sidechains -> which sidechain.
+    /// Record uuids of sidechains (and `tool:<id>` for the subagent of a
+    /// stream-json tool call) -> which sidechain.
     sidechain_of: HashMap<String, usize>,
+    /// Every record uuid -> its parent's (`parentUuid`, or across a
+    /// compaction `logicalParentUuid`).
+    parents: HashMap<String, Option<String>>,
+    /// The uuid of the last main-line record.
+    leaf: Option<String>,
+    /// For each main-line message, the uuid of its record.
+    records: Vec<Option<String>>,
+    /// The compaction boundary waiting for its summary record.
+    boundary: Option<Map<String, Value>>,
 }
 
 impl Reader {
     /// The thread a record goes to: the main one, the sidechain its parent is
     /// in, or a new sidechain.
     fn thread_of(&mut self, record: &Map<String, Value>) -> Thread {
-        if record.get("isSidechain").and_then(Value::as_bool) != Some(true) {
+        let tool = record.get("parent_tool_use_id").and_then(Value::as_str);
+        if record.get("isSidechain").and_then(Value::as_bool) != Some(true) && tool.is_none() {
             return Thread::Main;
         }
-        let parent = record.get("parentUuid").and_then(Value::as_str);
-        let k = match parent.and_then(|p| self.sidechain_of.get(p)) {
+        let parent = match tool {
+            Some(tool) => Some(format!("tool:{tool}")),
+            None => record
+                .get("parentUuid")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        };
+        let k = match parent.as_ref().and_then(|p| self.sidechain_of.get(p)) {
             Some(&k) => k,
             None => {
                 self.transcript.sidechains.push(Vec::new());
-                self.transcript.sidechains.len() - 1
+                let k = self.transcript.sidechains.len() - 1;
+                if let Some(tool) = tool {
+                    self.sidechain_of.insert(format!("tool:{tool}"), k);
+                }
+                k
             }
         };
         if let Some(uuid) = record.get("uuid").and_then(Value::as_str) {
@@ -87,13 +127,101 @@ impl Reader {
         }
     }
 
+    /// Adds a message to a thread, remembering its record on the main line.
+    fn push(&mut self, thread: Thread, m: Message, record: Option<&str>) {
+        if let Thread::Main = thread {
+            self.records.push(record.map(str::to_owned));
+        }
+        self.thread(thread).push(m);
+    }
+
     /// What was read.
-    pub(super) fn into_transcript(self) -> Transcript {
+    pub(super) fn into_transcript(mut self) -> Transcript {
+        self.split_branches();
         self.transcript
     }
 
-    /// Reads one record; the caller adds the line to errors.
+    /// Moves the main-line messages off the chain of the last record to
+    /// [`Transcript::branches`].
+    fn split_branches(&mut self) {
+        let Some(leaf) = self.leaf.clone() else {
+            return;
+        };
+        let mut chain = std::collections::HashSet::new();
+        let mut at = Some(leaf);
+        while let Some(uuid) = at {
+            if !chain.insert(uuid.clone()) {
+                break; // a cycle: the chain is what was walked
+            }
+            match self.parents.get(&uuid) {
+                Some(parent) => at = parent.clone(),
+                // The chain leads out of the file: which records are on it
+                // cannot be told.
+                None => return,
+            }
+        }
+        let off = |record: &Option<String>| {
+            record
+                .as_ref()
+                .is_some_and(|r| self.parents.contains_key(r) && !chain.contains(r))
+        };
+        if !self.records.iter().any(off) {
+            return;
+        }
+        let messages = std::mem::take(&mut self.transcript.messages);
+        let mut last_off = false;
+        for (m, record) in messages.into_iter().zip(&self.records) {
+            if off(record) {
+                if !last_off {
+                    self.transcript.branches.push(Vec::new());
+                }
+                self.transcript
+                    .branches
+                    .last_mut()
+                    .expect("pushed above")
+                    .push(m);
+                last_off = true;
+            } else {
+                self.transcript.messages.push(m);
+                last_off = false;
+            }
+        }
+    }
+
+    /// Reads one record; a record that cannot be read is quarantined (the
+    /// caller adds the line to errors that stop the read: none here).
     pub(super) fn read_record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
+        if let Err(error) = self.record(line, line_no) {
+            self.transcript.quarantined.push(Quarantined {
+                line: line_no,
+                error: error.at_line(line_no),
+            });
+        }
+        Ok(())
+    }
+
+    /// Notes a record's place on the `parentUuid` chains.
+    fn chain(&mut self, record: &Map<String, Value>, thread: Thread) {
+        // Only a log's records are chained (stream-json records carry a
+        // `uuid` and no `parentUuid`).
+        let Some(uuid) = record.get("uuid").and_then(Value::as_str) else {
+            return;
+        };
+        if !record.contains_key("parentUuid") {
+            return;
+        }
+        let parent = record
+            .get("parentUuid")
+            .and_then(Value::as_str)
+            .or_else(|| record.get("logicalParentUuid").and_then(Value::as_str));
+        self.parents
+            .insert(uuid.to_owned(), parent.map(str::to_owned));
+        if let Thread::Main = thread {
+            self.leaf = Some(uuid.to_owned());
+        }
+    }
+
+    fn record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
         let record: Value = serde_json::from_str(line)
             .map_err(|e| FormatError::new(FORMAT, format!("not valid JSON: {e}")))?;
         let Value::Object(mut record) = record else {
@@ -106,6 +234,16 @@ impl Reader {
             Some(Value::String(kind)) => kind,
             _ => return Err(FormatError::new(FORMAT, "missing string `type`").at_field("type")),
         };
+        if record.get("isSidechain").and_then(Value::as_bool) != Some(true)
+            && record
+                .get("parent_tool_use_id")
+                .and_then(Value::as_str)
+                .is_none()
+        {
+            self.chain(&record, Thread::Main);
+        } else {
+            self.chain(&record, Thread::Sidechain(0));
+        }
         match kind.as_str() {
             "summary" => {
                 if self.transcript.title.is_none() {
@@ -117,27 +255,60 @@ impl Reader {
             }
             "user" => {
                 let thread = self.thread_of(&record);
-                let (mut message, common) = split_record(record)?;
+                let compact_summary =
+                    record.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
+                let (mut message, mut common) = split_record(record, line_no)?;
                 let content = message.shift_remove("content").unwrap_or(Value::Null);
                 let (results, user) = anthropic::user_content(FORMAT, content, &self.tool_names)?;
+                if compact_summary && let Some(boundary) = self.boundary.take() {
+                    common
+                        .extra
+                        .insert("compact_boundary".into(), Value::Object(boundary));
+                }
+                let record_uuid = common.uuid.clone();
                 for (n, mut m) in results.into_iter().chain(user).enumerate() {
-                    m.id = if n == 0 {
-                        common.uuid.clone()
-                    } else {
-                        format!("{}:{n}", common.uuid)
-                    };
+                    let base = common.id(&m);
+                    m.id = if n == 0 { base } else { format!("{base}:{n}") };
+                    m.summary = compact_summary && m.tool_call_id.is_none();
                     common.stamp(&mut m);
-                    self.thread(thread).push(m);
+                    self.push(thread, m, record_uuid.as_deref());
                 }
             }
             "assistant" => {
                 let thread = self.thread_of(&record);
-                self.read_assistant(record, thread)?;
+                self.read_assistant(record, thread, line_no)?;
             }
-            _ => self.transcript.skipped.push(Skipped {
-                line: line_no,
-                kind,
-            }),
+            "system"
+                if record.get("subtype").and_then(Value::as_str) == Some("compact_boundary") =>
+            {
+                self.boundary = Some(record);
+                self.transcript.skipped.push(Skipped {
+                    line: line_no,
+                    kind: "system:compact_boundary".into(),
+                });
+            }
+            _ => {
+                let kind = match record.get("subtype").and_then(Value::as_str) {
+                    Some(sub) => format!("{kind}:{sub}"),
+                    None => kind,
+                };
+                if record.contains_key("payload")
+                    && let Some(other) = Format::of_line(line).filter(|&f| f != FORMAT)
+                {
+                    return Err(FormatError::new(
+                        FORMAT,
+                        format!(
+                            "record type `{kind}` is no Claude Code record; it is a {other} \
+                             record: read the file with --format {other}"
+                        ),
+                    )
+                    .at_field("type"));
+                }
+                self.transcript.skipped.push(Skipped {
+                    line: line_no,
+                    kind,
+                })
+            }
         }
         Ok(())
     }
@@ -147,8 +318,9 @@ impl Reader {
         &mut self,
         record: Map<String, Value>,
         thread: Thread,
+        line_no: usize,
     ) -> Result<(), FormatError> {
-        let (mut message, mut common) = split_record(record)?;
+        let (mut message, mut common) = split_record(record, line_no)?;
         let content = message.shift_remove("content").unwrap_or(Value::Null);
         let usage = message.get("usage").map(usage_from_value);
         let message_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
@@ -162,8 +334,8 @@ impl Reader {
                 let merged = extra
                     .entry("merged_uuids")
                     .or_insert_with(|| Value::Array(Vec::new()));
-                if let Value::Array(uuids) = merged {
-                    uuids.push(Value::String(common.uuid));
+                if let (Value::Array(uuids), Some(uuid)) = (merged, common.uuid) {
+                    uuids.push(Value::String(uuid));
                 }
             }
             self.tool_names = tool_names;
@@ -173,7 +345,7 @@ impl Reader {
         let added = anthropic::assistant_content(FORMAT, content, &mut m, &mut tool_names);
         self.tool_names = tool_names;
         added?;
-        m.id = common.uuid.clone();
+        m.id = common.id(&m);
         m.usage = usage;
         m.model = message
             .get("model")
@@ -190,19 +362,29 @@ impl Reader {
             let index = messages.len();
             self.turns.insert(id, (thread, index));
         }
-        self.thread(thread).push(m);
+        self.push(thread, m, common.uuid.as_deref());
         Ok(())
     }
 }
 
 /// What every message of one record shares.
 struct Common {
-    uuid: String,
+    uuid: Option<String>,
+    line: usize,
     timestamp: Option<DateTime<Utc>>,
     extra: Map<String, Value>,
 }
 
 impl Common {
+    /// The id of the record's (first) message: its uuid, or one derived from
+    /// the line and the message's text.
+    fn id(&self, m: &Message) -> String {
+        match &self.uuid {
+            Some(uuid) => uuid.clone(),
+            None => derived_id("claude-code", self.line, &m.text()),
+        }
+    }
+
     fn stamp(&self, m: &mut Message) {
         m.timestamp = self.timestamp;
         if !self.extra.is_empty() {
@@ -215,14 +397,22 @@ impl Common {
 /// Splits a record into its `message` object and the fields around it.
 fn split_record(
     mut record: Map<String, Value>,
+    line: usize,
 ) -> Result<(Map<String, Value>, Common), FormatError> {
     let message = match record.shift_remove("message") {
         Some(Value::Object(message)) => message,
         _ => return Err(FormatError::new(FORMAT, "missing object `message`").at_field("message")),
     };
     let uuid = match record.shift_remove("uuid") {
-        Some(Value::String(uuid)) => uuid,
-        _ => return Err(FormatError::new(FORMAT, "missing string `uuid`").at_field("uuid")),
+        Some(Value::String(uuid)) => Some(uuid),
+        None | Some(Value::Null) => None,
+        Some(other) => {
+            return Err(FormatError::new(
+                FORMAT,
+                format!("`uuid` must be a string, found {}", kind_of(&other)),
+            )
+            .at_field("uuid"));
+        }
     };
     let timestamp = match record.shift_remove("timestamp") {
         None | Some(Value::Null) => None,
@@ -246,6 +436,7 @@ fn split_record(
         message,
         Common {
             uuid,
+            line,
             timestamp,
             extra: record,
         },
@@ -332,7 +523,7 @@ mod tests {
                 "line 2, field `message`",
             ),
             (
-                "{\"type\":\"user\",\"message\":{\"content\":\"x\"}}",
+                "{\"type\":\"user\",\"uuid\":7,\"message\":{\"content\":\"x\"}}",
                 "line 2, field `uuid`",
             ),
             ("[]", "line 2: expected a record object"),
@@ -347,5 +538,114 @@ mod tests {
             assert!(err.to_string().starts_with("claude-code "), "{err}");
             assert!(err.to_string().contains(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn a_bad_record_is_quarantined_and_the_rest_is_read() {
+        let text = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{"role":"user","content":"one"}}
+{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","message":{"role":"user","content":[{"type":"video"}]}}
+{"type":"assistant","uuid":"u3","parentUuid":"u1","sessionId":"s","message":{"role":"assistant","content":[{"type":"text","text":"two"}]}}
+{"type":"user","uuid":
+"#;
+        let t = parse(text).unwrap();
+        let texts: Vec<String> = t.messages.iter().map(|m| m.text().into_owned()).collect();
+        assert_eq!(texts, ["one", "two"]);
+        let lines: Vec<usize> = t.quarantined.iter().map(|q| q.line).collect();
+        assert_eq!(lines, [2, 4]);
+        let first = t.quarantined[0].error.to_string();
+        assert!(first.contains("line 2, block 0, field `type`"), "{first}");
+        assert!(
+            t.quarantined[1]
+                .error
+                .to_string()
+                .contains("not valid JSON")
+        );
+    }
+
+    /// A rewind: the user went back to `u1` and asked again; the first
+    /// answer (`u2`, `u3`) stays in the log, off the chain of the last record.
+    #[test]
+    fn a_rewound_branch_is_kept_apart_from_the_main_line() {
+        let text = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{"role":"user","content":"fix the bug"}}
+{"type":"assistant","uuid":"u2","parentUuid":"u1","sessionId":"s","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Deleting the tests."}]}}
+{"type":"user","uuid":"u3","parentUuid":"u2","sessionId":"s","message":{"role":"user","content":"no!"}}
+{"type":"user","uuid":"u4","parentUuid":"u1","sessionId":"s","message":{"role":"user","content":"fix the bug, keep the tests"}}
+{"type":"assistant","uuid":"u5","parentUuid":"u4","sessionId":"s","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"Patched src/lib.rs."}]}}
+"#;
+        let t = parse(text).unwrap();
+        let ids: Vec<&str> = t.messages.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["u1", "u4", "u5"]);
+        assert_eq!(t.branches.len(), 1);
+        let abandoned: Vec<&str> = t.branches[0].iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(abandoned, ["u2", "u3"]);
+        // A chain that leads out of the file splits nothing.
+        let resumed = text.replace(
+            r#""uuid":"u1","parentUuid":null"#,
+            r#""uuid":"u1","parentUuid":"u0""#,
+        );
+        let t = parse(&resumed).unwrap();
+        assert_eq!((t.messages.len(), t.branches.len()), (5, 0));
+    }
+
+    #[test]
+    fn a_compaction_becomes_a_summary_checkpoint() {
+        let text = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","message":{"role":"user","content":"long work"}}
+{"type":"system","subtype":"compact_boundary","content":"Conversation compacted","uuid":"b1","parentUuid":null,"logicalParentUuid":"u1","sessionId":"s","compactMetadata":{"trigger":"auto","preTokens":155000}}
+{"type":"user","uuid":"u2","parentUuid":"b1","sessionId":"s","isCompactSummary":true,"message":{"role":"user","content":"This session is being continued from a previous conversation. Summary: edited src/a.rs."}}
+{"type":"user","uuid":"u3","parentUuid":"u2","sessionId":"s","message":{"role":"user","content":"go on"}}
+"#;
+        let t = parse(text).unwrap();
+        let ids: Vec<&str> = t.messages.iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(ids, ["u1", "u2", "u3"], "the chain crosses the compaction");
+        let summary = &t.messages[1];
+        assert!(summary.summary && !t.messages[2].summary);
+        assert_eq!(
+            summary.metadata[EXTRA_KEY]["compact_boundary"]["compactMetadata"]["preTokens"],
+            155000
+        );
+        assert_eq!(t.skipped[0].kind, "system:compact_boundary");
+    }
+
+    /// `claude -p --output-format stream-json --verbose`: no `uuid` chain,
+    /// `session_id`, init and result records, a subagent's messages tagged
+    /// with the tool call that started it.
+    #[test]
+    fn stream_json_reads_as_a_conversation() {
+        let text = r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":["Bash","Task"],"model":"claude-sonnet-4-5"}
+{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Running it."},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":4,"output_tokens":20}},"parent_tool_use_id":null,"session_id":"s1"}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"a.txt"}]},"parent_tool_use_id":null,"session_id":"s1"}
+{"type":"assistant","message":{"id":"msg_2","role":"assistant","content":[{"type":"text","text":"sub"}]},"parent_tool_use_id":"toolu_9","session_id":"s1"}
+{"type":"assistant","message":{"id":"msg_3","role":"assistant","content":[{"type":"text","text":"One file: a.txt."}]},"parent_tool_use_id":null,"session_id":"s1"}
+{"type":"result","subtype":"success","is_error":false,"result":"One file: a.txt.","session_id":"s1","total_cost_usd":0.01}
+"#;
+        assert_eq!(Format::detect(text).unwrap(), Format::ClaudeCode);
+        let t = parse(text).unwrap();
+        let texts: Vec<String> = t.messages.iter().map(|m| m.text().into_owned()).collect();
+        assert_eq!(texts, ["Running it.", "a.txt", "One file: a.txt."]);
+        assert_eq!(t.messages[1].tool_name.as_deref(), Some("Bash"));
+        assert_eq!(t.sidechains.len(), 1);
+        assert!(t.messages[0].id.starts_with("claude-code-"));
+        let kinds: Vec<&str> = t.skipped.iter().map(|s| s.kind.as_str()).collect();
+        assert_eq!(kinds, ["system:init", "result:success"]);
+        assert_eq!(parse(text).unwrap(), t, "ids are stable");
+    }
+
+    #[test]
+    fn a_log_of_titles_only_is_an_empty_history() {
+        let t =
+            parse("{\"type\":\"summary\",\"summary\":\"Old chat\",\"leafUuid\":\"u9\"}\n").unwrap();
+        assert_eq!(
+            (t.messages.len(), t.title.as_deref()),
+            (0, Some("Old chat"))
+        );
+    }
+
+    #[test]
+    fn a_codex_rollout_read_as_claude_code_is_refused_naming_codex() {
+        let text = r#"{"timestamp":"2025-10-29T00:59:38Z","type":"session_meta","payload":{"id":"x"}}
+{"timestamp":"2025-10-29T00:59:38Z","type":"response_item","payload":{"type":"message","role":"user","content":"hi"}}
+"#;
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.contains("--format codex"), "{err}");
     }
 }

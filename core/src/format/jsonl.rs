@@ -61,7 +61,37 @@ pub(super) fn parse_counted(line: &str, line_no: usize) -> Result<Message, Forma
         .deserialize(&mut de)
         .and_then(|m| de.end().map(|()| m))
         .map_err(|e| FormatError::new(Format::Jsonl, e.to_string()).at_line(line_no))?;
+    if let Some(key) = foreign_body(&message) {
+        return Err(FormatError::new(
+            Format::Jsonl,
+            format!(
+                "the record carries its content in `{key}`, which native lines do not have: \
+                 it is a record of another format (`message`: Claude Code, `payload`: Codex); \
+                 name it with --format"
+            ),
+        )
+        .at_line(line_no)
+        .at_field(key));
+    }
     Ok(message)
+}
+
+/// The key of another format's message body, when a line read as native
+/// holds nothing but that: `message` (Claude Code) or `payload` (Codex).
+/// Such a line would otherwise read as an empty message, its text kept
+/// only as metadata.
+fn foreign_body(m: &Message) -> Option<&'static str> {
+    let empty = m.content.is_empty()
+        && m.parts.is_empty()
+        && m.tool_calls.is_empty()
+        && m.reasoning.is_none()
+        && m.tool_call_id.is_none();
+    if !empty {
+        return None;
+    }
+    ["message", "payload"]
+        .into_iter()
+        .find(|key| m.metadata.get(*key).is_some_and(Value::is_object))
 }
 
 /// Appends one message as a line (with its newline) to `out`.
@@ -102,6 +132,54 @@ pub fn encoded_len(message: &Message) -> usize {
     serde_json::to_writer(&mut count, &LineRef::from(message))
         .expect("counting JSON bytes cannot fail");
     count.0 + 1
+}
+
+/// Whether `message` as a line (see [`encoded_len`]) is at most `max` bytes.
+///
+/// Measured only when a bound taken from the lengths of its strings (each
+/// byte escaped at worst as six, `\u00XX`) could pass `max`: nearly every
+/// message is far below any limit, and is not written out to tell.
+pub fn encoded_len_within(message: &Message, max: u64) -> bool {
+    let m = message;
+    let mut strings = m.id.len() + m.content.len();
+    for part in &m.parts {
+        strings += match part {
+            Part::Text { text } => text.len(),
+            Part::Image { source, mime_type } => {
+                let (crate::message::MediaRef::Url(s) | crate::message::MediaRef::Path(s)) = source;
+                s.len() + mime_type.as_ref().map_or(0, String::len)
+            }
+            Part::File {
+                name,
+                path,
+                mime_type,
+            } => name.len() + path.len() + mime_type.as_ref().map_or(0, String::len),
+        };
+    }
+    if let Some(r) = &m.reasoning {
+        strings += r.text.len() + r.signature.as_ref().map_or(0, String::len);
+    }
+    for call in &m.tool_calls {
+        strings += call.id.len() + call.name.len() + call.arguments.len();
+    }
+    for s in [
+        &m.tool_call_id,
+        &m.tool_name,
+        &m.model,
+        &m.agent,
+        &m.channel,
+    ] {
+        strings += s.as_ref().map_or(0, String::len);
+    }
+    // Field names, numbers, a timestamp, and per part and call their own.
+    let fixed = 1024 + 128 * (m.parts.len() + m.tool_calls.len());
+    let bound = (strings as u64)
+        .saturating_mul(6)
+        .saturating_add(fixed as u64);
+    if m.metadata.is_empty() && bound <= max {
+        return true;
+    }
+    encoded_len(message) as u64 <= max
 }
 
 /// Writes messages as a log, one line each.
@@ -526,5 +604,37 @@ mod tests {
     fn null_content_reads_as_empty() {
         let m = parse_line(r#"{"type":"assistant","id":"a","content":null}"#, 1).unwrap();
         assert_eq!(m.content, "");
+    }
+
+    /// The quick bound never lets through a message over the limit: at the
+    /// limit it says yes, one byte below it says no, for messages whose every
+    /// byte is escaped at the worst (`\u0001` is six bytes).
+    #[test]
+    fn the_size_bound_is_exact_at_the_limit() {
+        let worst = "\u{1}".repeat(300);
+        let mut call = Message::assistant(worst.clone()).with_id(worst.clone());
+        call.push_tool_call(worst.clone(), worst.clone(), worst.clone());
+        call.parts.push(Part::Text {
+            text: worst.clone(),
+        });
+        call.reasoning = Some(Reasoning {
+            text: worst.clone(),
+            signature: Some(worst.clone()),
+            redacted: false,
+        });
+        let mut result = Message::tool_result(worst.clone(), worst.clone(), "");
+        result.model = Some(worst.clone());
+        result.usage = Some(Usage {
+            input_tokens: u64::MAX,
+            output_tokens: u64::MAX,
+            cache_read_tokens: Some(u64::MAX),
+            cache_write_tokens: Some(u64::MAX),
+        });
+        result.timestamp = Some("2025-05-01T12:00:00.123456789Z".parse().unwrap());
+        for m in [call, result, Message::user(""), Message::user("plain")] {
+            let len = encoded_len(&m) as u64;
+            assert!(encoded_len_within(&m, len), "{m:?}");
+            assert!(!encoded_len_within(&m, len - 1), "{m:?}");
+        }
     }
 }

@@ -5,7 +5,12 @@
 //! | [`Format::Jsonl`] | yes | yes | agent-host's native log: one message per line, `type` user / assistant / tool_result / system / summary |
 //! | [`Format::OpenAi`] | yes | yes | Chat Completions messages: a JSON array, or an object with `messages` |
 //! | [`Format::Anthropic`] | yes | yes | Messages API: `{"system": ..., "messages": [...]}`, or a bare array |
-//! | [`Format::ClaudeCode`] | yes | no | Claude Code session logs (`~/.claude/projects/*.jsonl`) |
+//! | [`Format::ClaudeCode`] | yes | no | Claude Code session logs (`~/.claude/projects/*.jsonl`), `claude -p --output-format stream-json` and other Claude-Code-shaped records |
+//! | [`Format::Codex`] | yes | no | OpenAI Codex CLI rollouts (`~/.codex/sessions/**/rollout-*.jsonl`) |
+//! | [`Format::Responses`] | yes | yes | OpenAI Responses API items: a JSON array of items, or an object with `input` and/or `output` item lists |
+//! | [`Format::GeminiCli`] | yes | no | Gemini CLI chat recordings (`~/.gemini/tmp/*/chats/session-*.json`) |
+//! | [`Format::PydanticAi`] | yes | yes | pydantic-ai `ModelMessage` lists (`ModelMessagesTypeAdapter` JSON) |
+//! | [`Format::LangChain`] | yes | no | LangChain message dicts (`messages_to_dict`) |
 //!
 //! Every error says which format, where (line, message, block, field) and what
 //! was wrong; no converter panics on bad input.
@@ -20,9 +25,14 @@ use crate::message::Message;
 
 pub mod anthropic;
 pub mod claude_code;
+pub mod codex;
+pub mod gemini;
 pub mod jsonl;
+pub mod langchain;
 mod limits;
 pub mod openai;
+pub mod pydantic_ai;
+pub mod responses;
 
 pub use limits::{Limit, Limits, Meter};
 
@@ -35,17 +45,32 @@ pub enum Format {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
-    /// Claude Code session JSONL (import only).
+    /// Claude Code session JSONL and `claude -p` stream-json (import only).
     ClaudeCode,
+    /// OpenAI Codex CLI rollout JSONL (import only).
+    Codex,
+    /// OpenAI Responses API items.
+    Responses,
+    /// Gemini CLI chat recordings (import only).
+    GeminiCli,
+    /// pydantic-ai `ModelMessage` lists.
+    PydanticAi,
+    /// LangChain message dicts (import only).
+    LangChain,
 }
 
 impl Format {
     /// Every format, in the order they are documented.
-    pub const ALL: [Format; 4] = [
+    pub const ALL: [Format; 9] = [
         Format::Jsonl,
         Format::OpenAi,
         Format::Anthropic,
         Format::ClaudeCode,
+        Format::Codex,
+        Format::Responses,
+        Format::GeminiCli,
+        Format::PydanticAi,
+        Format::LangChain,
     ];
 
     /// The name used on the command line and in errors.
@@ -55,28 +80,54 @@ impl Format {
             Format::OpenAi => "openai",
             Format::Anthropic => "anthropic",
             Format::ClaudeCode => "claude-code",
+            Format::Codex => "codex",
+            Format::Responses => "responses",
+            Format::GeminiCli => "gemini-cli",
+            Format::PydanticAi => "pydantic-ai",
+            Format::LangChain => "langchain",
         }
     }
 
     /// Guesses the format of a transcript from its text.
     ///
-    /// JSONL formats are told apart by their first line; JSON documents by
-    /// their shape (an Anthropic request has a `system` field or content blocks
-    /// of Anthropic types; OpenAI messages have `tool_calls`, `tool` or
-    /// `system` roles). A history of plain user and assistant strings reads
-    /// the same in both and is taken as OpenAI.
+    /// JSONL formats are told apart by their first line (Codex records have a
+    /// `payload`; Claude Code records a `message` object or the log's
+    /// `sessionId`/`uuid` bookkeeping); JSON documents by their shape
+    /// (Responses items have an item `type`; an Anthropic request has a
+    /// `system` field or content blocks of Anthropic types; OpenAI messages
+    /// have `tool_calls`, `tool` or `system` roles). A history of plain user
+    /// and assistant strings reads the same in OpenAI and Anthropic and is
+    /// taken as OpenAI. Anything else is refused with an error that says what
+    /// was seen, and blames no reader ([`FormatError::undetected`]).
     pub fn detect(text: &str) -> Result<Format, FormatError> {
         if let Some(format) = detect_jsonl(text) {
             return Ok(format);
         }
-        let value = document(Format::OpenAi, text, &Limits::default())?;
+        if let Some(e) = unknown_records(text) {
+            return Err(e);
+        }
+        let value = detecting(document(Format::OpenAi, text, &Limits::default()))?;
         classify_document(&value)
     }
 
+    /// Whether messages can be written in the format (the others are
+    /// import-only).
+    pub fn is_writable(self) -> bool {
+        matches!(
+            self,
+            Format::Jsonl
+                | Format::OpenAi
+                | Format::Anthropic
+                | Format::Responses
+                | Format::PydanticAi
+        )
+    }
+
     /// Whether the format holds one record per line (native JSONL, Claude
-    /// Code), so that it can be read a line at a time with a [`LineReader`].
+    /// Code, Codex), so that it can be read a line at a time with a
+    /// [`LineReader`].
     pub fn is_line_based(self) -> bool {
-        matches!(self, Format::Jsonl | Format::ClaudeCode)
+        matches!(self, Format::Jsonl | Format::ClaudeCode | Format::Codex)
     }
 
     /// The line-based format whose record `line` is, if any: how
@@ -120,6 +171,23 @@ pub struct Transcript {
     /// Records that are not conversation messages and were left out, so that
     /// a caller can report them.
     pub skipped: Vec<Skipped>,
+    /// Records that could not be read and were left out (a line-based log
+    /// goes on past a bad line), with what was wrong, so that a caller can
+    /// report them.
+    pub quarantined: Vec<Quarantined>,
+    /// Branches the conversation left (Claude Code rewinds: records no
+    /// longer on the chain of the log's last record), each in order, kept
+    /// apart from `messages`: the model no longer sees them.
+    pub branches: Vec<Vec<Message>>,
+}
+
+/// A source record that could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quarantined {
+    /// Its 1-based line number.
+    pub line: usize,
+    /// What was wrong with it.
+    pub error: FormatError,
 }
 
 /// A source record that is not a conversation message.
@@ -170,7 +238,7 @@ impl fmt::Display for Location {
 /// A transcript that could not be read or written: which format, where, and
 /// what was wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{format} {location}: {detail}")]
+#[error("{}", self.describe())]
 pub struct FormatError {
     /// The format being read or written.
     pub format: Format,
@@ -181,6 +249,10 @@ pub struct FormatError {
     /// The limit the input is over, when that is what was wrong (see
     /// [`Limits`]); a front end names how to raise it.
     pub limit: Option<Limit>,
+    /// Whether the format of the input could not be told (no reader was
+    /// chosen): the error then blames no format, and `format` is only the
+    /// closest guess.
+    pub undetected: bool,
 }
 
 impl FormatError {
@@ -203,7 +275,29 @@ impl FormatError {
             location: Location::default(),
             detail: detail.into(),
             limit: None,
+            undetected: false,
         }
+    }
+
+    /// An input whose format could not be told: `detail` says what was seen.
+    pub fn undetected(detail: impl Into<String>) -> Self {
+        FormatError {
+            undetected: true,
+            ..FormatError::new(Format::Jsonl, detail)
+        }
+    }
+
+    fn describe(&self) -> String {
+        if self.undetected {
+            let mut text = String::from("cannot tell the format");
+            if self.location != Location::default() {
+                text.push_str(&format!(" ({})", self.location));
+            }
+            text.push_str(": ");
+            text.push_str(&self.detail);
+            return text;
+        }
+        format!("{} {}: {}", self.format, self.location, self.detail)
     }
 
     /// Sets the line.
@@ -249,14 +343,30 @@ pub fn parse_within(
         for (i, line) in text.lines().enumerate() {
             reader.push(line, i + 1)?;
         }
-        return Ok(reader.finish());
+        return reader.finish();
+    }
+    if format == Format::OpenAi {
+        count(format, text, limits)?;
+        if let Some(messages) = openai::parse_typed(text) {
+            return checked(format, Transcript::from_messages(messages), limits);
+        }
     }
     let value = document(format, text, limits)?;
+    let transcript = from_document(format, value)?;
+    checked(format, transcript, limits)
+}
+
+/// What a parsed document in a document format holds.
+fn from_document(format: Format, value: Value) -> Result<Transcript, FormatError> {
     let messages = match format {
-        Format::Anthropic => anthropic::from_value(value)?,
-        _ => openai::from_value(value)?,
+        Format::Anthropic => anthropic::from_value(value),
+        Format::Responses => responses::from_value(value),
+        Format::GeminiCli => return gemini::from_value(value),
+        Format::PydanticAi => pydantic_ai::from_value(value),
+        Format::LangChain => langchain::from_value(value),
+        _ => openai::from_value(value),
     };
-    checked(format, messages, limits)
+    messages.map(Transcript::from_messages)
 }
 
 /// Reads a transcript whose format is detected (see [`Format::detect`]),
@@ -273,41 +383,68 @@ pub fn parse_detected_within(
     if let Some(format) = detect_jsonl(text) {
         return Ok((format, parse_within(format, text, limits)?));
     }
-    let value = document(Format::OpenAi, text, limits)?;
+    if let Some(e) = unknown_records(text) {
+        return Err(e);
+    }
+    // OpenAI messages, the commonest document, are read straight from the
+    // bytes when they are nothing else: the typed route takes no document
+    // that detection would give to another reader.
+    detecting(count(Format::OpenAi, text, limits))?;
+    if let Some(messages) = openai::parse_typed(text) {
+        let transcript = Transcript::from_messages(messages);
+        return Ok((Format::OpenAi, checked(Format::OpenAi, transcript, limits)?));
+    }
+    let value = detecting(parse_document(Format::OpenAi, text))?;
     let format = classify_document(&value)?;
-    let messages = match format {
-        Format::Anthropic => anthropic::from_value(value)?,
-        _ => openai::from_value(value)?,
-    };
-    Ok((format, checked(format, messages, limits)?))
+    let transcript = from_document(format, value)?;
+    Ok((format, checked(format, transcript, limits)?))
+}
+
+/// A document read before its format is known: an error that is no limit's
+/// blames no reader.
+fn detecting<T>(result: Result<T, FormatError>) -> Result<T, FormatError> {
+    result.map_err(|mut e| {
+        e.undetected = e.limit.is_none();
+        e
+    })
 }
 
 /// A whole JSON document, its bytes and values counted first.
 fn document(format: Format, text: &str, limits: &Limits) -> Result<Value, FormatError> {
+    count(format, text, limits)?;
+    parse_document(format, text)
+}
+
+/// Refuses a document over the history's byte or value limit, before
+/// anything of it is built.
+fn count(format: Format, text: &str, limits: &Limits) -> Result<(), FormatError> {
     let mut meter = Meter::new(*limits);
     meter.bytes(format, text.len() as u64)?;
-    meter.document(format, text)?;
-    parse_document(format, text)
+    meter.document(format, text)
 }
 
 /// The messages of a document, each within the per-message byte limit as it
 /// would be stored (a line of the native log).
 fn checked(
     format: Format,
-    messages: Vec<Message>,
+    transcript: Transcript,
     limits: &Limits,
 ) -> Result<Transcript, FormatError> {
+    let messages = &transcript.messages;
     Meter::new(*limits).messages(format, messages.len() as u64)?;
     for (i, message) in messages.iter().enumerate() {
-        limits::message_bytes(format, jsonl::encoded_len(message) as u64, limits)
-            .map_err(|e| e.at_message(i))?;
+        if !jsonl::encoded_len_within(message, limits.message_bytes) {
+            limits::message_bytes(format, jsonl::encoded_len(message) as u64, limits)
+                .map_err(|e| e.at_message(i))?;
+        }
     }
-    Ok(Transcript::from_messages(messages))
+    Ok(transcript)
 }
 
-/// Reads a line-based transcript (native JSONL, Claude Code) one line at a
-/// time, so that a reader holds one line of text at most: each line's bytes
-/// and JSON values are counted against the [`Limits`] before it is parsed.
+/// Reads a line-based transcript (native JSONL, Claude Code, Codex) one line
+/// at a time, so that a reader holds one line of text at most: each line's
+/// bytes and JSON values are counted against the [`Limits`] before it is
+/// parsed.
 ///
 /// ```
 /// use agent_host_core::format::{Format, LineReader, Limits};
@@ -316,18 +453,22 @@ fn checked(
 /// reader.push(r#"{"type":"user","content":"hi"}"#, 1)?;
 /// reader.push("", 2)?;
 /// reader.push(r#"{"type":"assistant","content":"hello"}"#, 3)?;
-/// assert_eq!(reader.finish().messages.len(), 2);
+/// assert_eq!(reader.finish()?.messages.len(), 2);
 /// # Ok::<(), agent_host_core::format::FormatError>(())
 /// ```
 pub struct LineReader {
     format: Format,
     meter: Meter,
     state: LineState,
+    /// The format the first record looks like, when it is another one: named
+    /// in the error for a log that gave no message.
+    first_looks_like: Option<Option<Format>>,
 }
 
 enum LineState {
     Jsonl(Vec<Message>),
     ClaudeCode(Box<claude_code::Reader>),
+    Codex(Box<codex::Reader>),
 }
 
 impl LineReader {
@@ -336,12 +477,14 @@ impl LineReader {
     pub fn new(format: Format, limits: Limits) -> Self {
         let state = match format {
             Format::ClaudeCode => LineState::ClaudeCode(Box::default()),
+            Format::Codex => LineState::Codex(Box::default()),
             _ => LineState::Jsonl(Vec::new()),
         };
         LineReader {
             format,
             meter: Meter::new(limits),
             state,
+            first_looks_like: None,
         }
     }
 
@@ -356,9 +499,20 @@ impl LineReader {
             return Ok(());
         }
         self.meter.message(self.format, line).map_err(at)?;
+        if self.first_looks_like.is_none() {
+            self.first_looks_like = Some(detect_jsonl(line).filter(|&f| f != self.format));
+        }
         match &mut self.state {
-            LineState::Jsonl(messages) => messages.push(jsonl::parse_counted(line, line_no)?),
+            LineState::Jsonl(messages) => {
+                messages.push(jsonl::parse_counted(line, line_no).map_err(|e| {
+                    match self.first_looks_like {
+                        Some(Some(other)) => hint(e, other),
+                        _ => e,
+                    }
+                })?)
+            }
             LineState::ClaudeCode(reader) => reader.read_record(line, line_no).map_err(at)?,
+            LineState::Codex(reader) => reader.read_record(line, line_no).map_err(at)?,
         }
         Ok(())
     }
@@ -370,12 +524,60 @@ impl LineReader {
     }
 
     /// What was read.
-    pub fn finish(self) -> Transcript {
-        match self.state {
+    ///
+    /// A log whose records gave no message at all (nor a title), while some
+    /// were read, is an error rather than an empty history: it is another
+    /// format (named when the first record is one agent-host knows), or
+    /// every record was bad (the first bad one's error is given).
+    pub fn finish(self) -> Result<Transcript, FormatError> {
+        let transcript = match self.state {
             LineState::Jsonl(messages) => Transcript::from_messages(messages),
             LineState::ClaudeCode(reader) => reader.into_transcript(),
+            LineState::Codex(reader) => reader.into_transcript(),
+        };
+        let no_message = transcript.messages.is_empty()
+            && transcript.sidechains.is_empty()
+            && transcript.branches.is_empty();
+        if !no_message {
+            return Ok(transcript);
         }
+        let looks_like = self.first_looks_like.flatten();
+        if let Some(first) = transcript.quarantined.first() {
+            let e = first.error.clone();
+            return Err(match looks_like {
+                Some(other) => hint(e, other),
+                None => e,
+            });
+        }
+        // A log of nothing but its title (Claude Code writes such files) is
+        // one of this format's, and empty.
+        if transcript.skipped.is_empty() || transcript.title.is_some() {
+            return Ok(transcript);
+        }
+        let mut kinds: Vec<&str> = transcript.skipped.iter().map(|s| s.kind.as_str()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        let shown: Vec<String> = kinds.iter().take(8).map(|k| format!("`{k}`")).collect();
+        let mut detail = format!(
+            "none of its {} records is a message (record types: {})",
+            transcript.skipped.len(),
+            shown.join(", ")
+        );
+        if let Some(other) = looks_like {
+            detail.push_str(&format!(
+                "; its first record is a {other} record: read it with --format {other}"
+            ));
+        }
+        Err(FormatError::new(self.format, detail))
     }
+}
+
+/// Adds to `e` that the input looks like `other`.
+fn hint(mut e: FormatError, other: Format) -> FormatError {
+    e.detail.push_str(&format!(
+        " (the first record is a {other} record: read it with --format {other})"
+    ));
+    e
 }
 
 /// [`parse_detected`] of a JSON document already parsed: what it gives for
@@ -394,29 +596,131 @@ impl LineReader {
 pub fn parse_detected_value(value: Value) -> Result<(Format, Transcript), FormatError> {
     // A single record reads as one JSONL line (its text, whole).
     if let Value::Object(record) = &value
-        && let Some(format) = detect_record(record)
+        && let Some(format) = RecordKeys::of_map(record).format()
     {
         return Ok((format, parse(format, &value.to_string())?));
     }
     let format = classify_document(&value)?;
-    let messages = match format {
-        Format::Anthropic => anthropic::from_value(value)?,
-        _ => openai::from_value(value)?,
-    };
-    Ok((format, Transcript::from_messages(messages)))
+    Ok((format, from_document(format, value)?))
 }
 
-/// Writes messages in the given format. Claude Code is import-only.
+/// Writes messages in the given format. Claude Code and Codex are
+/// import-only.
 pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError> {
     match format {
         Format::Jsonl => Ok(jsonl::to_string(messages)),
         Format::OpenAi => Ok(pretty(&Value::Array(openai::to_values(messages)?))),
         Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
-        Format::ClaudeCode => Err(FormatError::new(
-            format,
-            "claude-code is an import-only format; write jsonl, openai or anthropic",
-        )),
+        Format::Responses => Ok(pretty(&Value::Array(responses::to_items(messages)?))),
+        Format::PydanticAi => Ok(pretty(&Value::Array(pydantic_ai::to_messages(messages)?))),
+        Format::ClaudeCode | Format::Codex | Format::GeminiCli | Format::LangChain => {
+            Err(FormatError::new(
+                format,
+                format!(
+                    "{format} is an import-only format; write jsonl, openai, anthropic, responses \
+                 or pydantic-ai"
+                ),
+            ))
+        }
     }
+}
+
+/// Something of a message that writing it in a format leaves out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The 0-based index of the message.
+    pub message: usize,
+    /// What is left out.
+    pub what: String,
+}
+
+impl fmt::Display for Loss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "message {}: {}", self.message, self.what)
+    }
+}
+
+/// What [`write()`] leaves out of `messages` in `format`: thinking signatures
+/// where the format has no place for them (OpenAI, Responses), redacted
+/// thinking but in Anthropic, and what another format's reader kept verbatim (Anthropic
+/// blocks, Responses items, OpenAI fields) where the format cannot carry it.
+/// The native log loses nothing. A converter reports these, so that nothing
+/// is dropped unsaid.
+///
+/// ```
+/// use agent_host_core::format::{self, Format};
+///
+/// let request = r#"{"system": "s", "messages": [{"role": "assistant", "content": [
+///     {"type": "thinking", "thinking": "hm", "signature": "sig"}, {"type": "text", "text": "ok"}]}]}"#;
+/// let messages = format::parse(Format::Anthropic, request)?.messages;
+/// assert!(format::losses(Format::Jsonl, &messages).is_empty());
+/// assert!(format::losses(Format::Anthropic, &messages).is_empty());
+/// let lost = format::losses(Format::OpenAi, &messages);
+/// assert_eq!(lost[0].to_string(), "message 1: the thinking signature");
+/// # Ok::<(), format::FormatError>(())
+/// ```
+pub fn losses(format: Format, messages: &[Message]) -> Vec<Loss> {
+    let own = match format {
+        Format::Jsonl => return Vec::new(),
+        Format::OpenAi => openai::EXTRA_KEY,
+        Format::Anthropic => anthropic::EXTRA_KEY,
+        Format::Responses => responses::EXTRA_KEY,
+        Format::PydanticAi => pydantic_ai::EXTRA_KEY,
+        _ => return Vec::new(),
+    };
+    let mut out = Vec::new();
+    for (index, m) in messages.iter().enumerate() {
+        let mut lose = |what: String| {
+            out.push(Loss {
+                message: index,
+                what,
+            })
+        };
+        if format != Format::Anthropic
+            && let Some(r) = &m.reasoning
+        {
+            if r.redacted {
+                lose("redacted thinking".into());
+            } else if r.signature.is_some() && format != Format::PydanticAi {
+                lose("the thinking signature".into());
+            }
+        }
+        let kept = [
+            (anthropic::EXTRA_KEY, "Anthropic"),
+            (responses::EXTRA_KEY, "Responses"),
+            (openai::EXTRA_KEY, "OpenAI"),
+        ];
+        for (key, name) in kept {
+            if key == own {
+                continue;
+            }
+            let Some(Value::Object(extra)) = m.metadata.get(key) else {
+                continue;
+            };
+            let mut kinds: Vec<String> = Vec::new();
+            for (field, value) in extra {
+                match value {
+                    Value::Array(items) if field == "blocks" || field == "items" => {
+                        kinds.extend(items.iter().map(|item| {
+                            let item = item.get("block").unwrap_or(item);
+                            item.get("type")
+                                .and_then(Value::as_str)
+                                .unwrap_or("?")
+                                .to_owned()
+                        }));
+                    }
+                    // How a Responses message's text was laid out: nothing lost.
+                    Value::Object(fields)
+                        if field == "message" && fields.keys().all(|k| k == "parts") => {}
+                    _ => kinds.push(field.clone()),
+                }
+            }
+            if !kinds.is_empty() {
+                lose(format!("{name} data kept verbatim ({})", kinds.join(", ")));
+            }
+        }
+    }
+    out
 }
 
 impl Transcript {
@@ -510,53 +814,157 @@ pub fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-/// Recognises the two JSONL formats by their first non-empty line.
+/// Recognises the line-based formats by their first non-empty line.
 ///
 /// Only the record's top-level keys and its `type` are looked at; nothing
 /// else of the line is built (it may be a whole document of any size).
 fn detect_jsonl(text: &str) -> Option<Format> {
+    first_record(text)?.format()
+}
+
+/// The keys of the first non-empty line, when it is one JSON object.
+fn first_record(text: &str) -> Option<RecordKeys> {
     let first = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     let mut de = serde_json::Deserializer::from_str(first);
     let keys = de::Deserializer::deserialize_map(&mut de, RecordKeys::default()).ok()?;
     de.end().ok()?;
-    let kind = keys.kind?;
-    let claude_code =
-        keys.session_id || keys.parent_uuid || keys.leaf_uuid || (keys.message && keys.uuid);
-    if claude_code {
-        Some(Format::ClaudeCode)
-    } else if jsonl::LINE_TYPES.contains(&kind.as_str()) {
-        Some(Format::Jsonl)
-    } else {
-        None
-    }
+    Some(keys)
 }
 
-/// The JSONL format whose first record, already parsed, `record` can be.
-fn detect_record(record: &Map<String, Value>) -> Option<Format> {
-    let kind = record.get("type").and_then(Value::as_str)?;
-    let claude_code = record.contains_key("sessionId")
-        || record.contains_key("parentUuid")
-        || record.contains_key("leafUuid")
-        || (record.contains_key("message") && record.contains_key("uuid"));
-    if claude_code {
-        Some(Format::ClaudeCode)
-    } else if jsonl::LINE_TYPES.contains(&kind) {
-        Some(Format::Jsonl)
-    } else {
-        None
-    }
+/// The error for a log of JSON records of no format agent-host reads: its
+/// first line is one JSON object and more lines follow (a document would
+/// fail to parse as one, and the error would blame a reader never chosen).
+fn unknown_records(text: &str) -> Option<FormatError> {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines.next()?;
+    lines.next()?;
+    let keys = first_record(text)?;
+    Some(FormatError::undetected(format!(
+        "line 1 is a JSON record ({}) of no line-based format agent-host reads ({}); name \
+         the format with --format if it is one of them",
+        keys.describe(),
+        line_formats()
+    )))
 }
 
-/// What [`detect_jsonl`] needs of a record: its string `type` and which of
-/// the Claude Code keys it has.
+/// The names of the line-based formats, for errors.
+fn line_formats() -> String {
+    let names: Vec<&str> = Format::ALL
+        .iter()
+        .filter(|f| f.is_line_based())
+        .map(|f| f.name())
+        .collect();
+    names.join(", ")
+}
+
+/// What detection needs of a record: its string `type` and which of the
+/// telling keys it has.
 #[derive(Default)]
 struct RecordKeys {
     kind: Option<String>,
     session_id: bool,
+    snake_session_id: bool,
     parent_uuid: bool,
     leaf_uuid: bool,
     message: bool,
     uuid: bool,
+    payload: bool,
+    record_type: bool,
+    id: bool,
+    timestamp: bool,
+    instructions: bool,
+    /// A `messages` list: a document (a request, a recording), no record.
+    messages: bool,
+    /// The first keys, in order, for errors.
+    first_keys: Vec<String>,
+}
+
+impl RecordKeys {
+    fn of_map(record: &Map<String, Value>) -> RecordKeys {
+        let mut keys = RecordKeys {
+            kind: record
+                .get("type")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            ..RecordKeys::default()
+        };
+        for key in record.keys() {
+            keys.see(key);
+        }
+        keys
+    }
+
+    fn see(&mut self, key: &str) {
+        let seen = match key {
+            "sessionId" => &mut self.session_id,
+            "session_id" => &mut self.snake_session_id,
+            "parentUuid" => &mut self.parent_uuid,
+            "leafUuid" => &mut self.leaf_uuid,
+            "message" => &mut self.message,
+            "uuid" => &mut self.uuid,
+            "payload" => &mut self.payload,
+            "record_type" => &mut self.record_type,
+            "id" => &mut self.id,
+            "timestamp" => &mut self.timestamp,
+            "instructions" => &mut self.instructions,
+            "messages" => &mut self.messages,
+            _ => {
+                if self.first_keys.len() < 8 {
+                    self.first_keys.push(key.chars().take(40).collect());
+                }
+                return;
+            }
+        };
+        *seen = true;
+        if self.first_keys.len() < 8 {
+            self.first_keys.push(key.to_owned());
+        }
+    }
+
+    /// The line-based format such a record belongs to, if any.
+    fn format(&self) -> Option<Format> {
+        if self.messages {
+            return None;
+        }
+        let kind = self.kind.as_deref();
+        // Codex rollouts: `{timestamp, type, payload}`; before 0.4x, a header
+        // `{id, timestamp, instructions}` then bare items and state records.
+        if self.payload && kind.is_some_and(|k| codex::RECORD_TYPES.contains(&k)) {
+            return Some(Format::Codex);
+        }
+        if kind.is_none() && (self.record_type || (self.id && self.timestamp && self.instructions))
+        {
+            return Some(Format::Codex);
+        }
+        let claude_code = self.session_id
+            || self.parent_uuid
+            || self.leaf_uuid
+            || (self.message && self.uuid)
+            // `claude -p --output-format stream-json`, web exports: the
+            // records of a session log without its bookkeeping.
+            || (self.message && matches!(kind, Some("user" | "assistant")))
+            || (self.snake_session_id
+                && matches!(
+                    kind,
+                    Some("system" | "user" | "assistant" | "result" | "stream_event")
+                ));
+        if claude_code {
+            return Some(Format::ClaudeCode);
+        }
+        match kind {
+            Some(kind) if jsonl::LINE_TYPES.contains(&kind) && !self.payload => Some(Format::Jsonl),
+            _ => None,
+        }
+    }
+
+    /// The record's type and first keys, for errors.
+    fn describe(&self) -> String {
+        let kind = match &self.kind {
+            Some(kind) => format!("type `{}`", kind.chars().take(40).collect::<String>()),
+            None => "no string `type`".to_owned(),
+        };
+        format!("{kind}, keys {}", self.first_keys.join(", "))
+    }
 }
 
 impl<'de> de::Visitor<'de> for RecordKeys {
@@ -569,22 +977,14 @@ impl<'de> de::Visitor<'de> for RecordKeys {
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<RecordKeys, A::Error> {
         let mut keys = RecordKeys::default();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let seen = match key.as_ref() {
-                "type" => {
-                    keys.kind = map.next_value::<StringOrOther>()?.0;
-                    continue;
+            if key == "type" {
+                keys.kind = map.next_value::<StringOrOther>()?.0;
+                if keys.first_keys.len() < 8 {
+                    keys.first_keys.push("type".into());
                 }
-                "sessionId" => &mut keys.session_id,
-                "parentUuid" => &mut keys.parent_uuid,
-                "leafUuid" => &mut keys.leaf_uuid,
-                "message" => &mut keys.message,
-                "uuid" => &mut keys.uuid,
-                _ => {
-                    map.next_value::<de::IgnoredAny>()?;
-                    continue;
-                }
-            };
-            *seen = true;
+                continue;
+            }
+            keys.see(&key);
             map.next_value::<de::IgnoredAny>()?;
         }
         Ok(keys)
@@ -643,7 +1043,9 @@ impl<'de> de::Deserialize<'de> for StringOrOther {
     }
 }
 
-/// Tells an OpenAI message list from an Anthropic one.
+/// Tells the document formats apart: Responses items, OpenAI Chat
+/// Completions messages, Anthropic messages; refuses, naming what it sees,
+/// what is none of them.
 fn classify_document(value: &Value) -> Result<Format, FormatError> {
     let messages = match value {
         Value::Array(items) => items,
@@ -651,48 +1053,111 @@ fn classify_document(value: &Value) -> Result<Format, FormatError> {
             if object.contains_key("system") {
                 return Ok(Format::Anthropic);
             }
+            if gemini::is_document(object) {
+                return Ok(Format::GeminiCli);
+            }
             match object.get("messages") {
                 Some(Value::Array(items)) => items,
+                _ if responses::is_document(object) => return Ok(Format::Responses),
                 _ => {
-                    return Err(FormatError::new(
-                        Format::OpenAi,
-                        "cannot tell the format: expected a JSON array of messages, an object \
-                         with a `messages` array, or JSONL records; name it with --format",
-                    ));
+                    let keys: Vec<&str> = object.keys().take(8).map(String::as_str).collect();
+                    return Err(FormatError::undetected(format!(
+                        "the document is an object with keys {}; expected a JSON array of \
+                         messages, an object with a `messages` array (OpenAI, Anthropic), \
+                         `input`/`output` item lists (OpenAI Responses), or JSONL records \
+                         ({}); name the format with --format",
+                        keys.join(", "),
+                        line_formats()
+                    )));
                 }
             }
         }
         other => {
-            return Err(FormatError::new(
-                Format::OpenAi,
-                format!("cannot tell the format: the document is {}", kind_of(other)),
-            ));
+            return Err(FormatError::undetected(format!(
+                "the document is {}; expected messages or records",
+                kind_of(other)
+            )));
         }
     };
-    for message in messages {
-        let role = message.get("role").and_then(Value::as_str);
-        if matches!(role, Some("system" | "developer" | "tool"))
-            || message.get("tool_calls").is_some()
-            || message.get("tool_call_id").is_some()
+    if messages.iter().any(responses::is_item) {
+        return Ok(Format::Responses);
+    }
+    if messages.iter().any(pydantic_ai::is_message) {
+        return Ok(Format::PydanticAi);
+    }
+    if messages.iter().any(langchain::is_message) {
+        return Ok(Format::LangChain);
+    }
+    for (index, message) in messages.iter().enumerate() {
+        let Value::Object(object) = message else {
+            return Err(FormatError::undetected(format!(
+                "message {index} is {}, not a message object",
+                kind_of(message)
+            )));
+        };
+        if !object.contains_key("role") {
+            return Err(FormatError::undetected(unknown_message(index, object)));
+        }
+        let role = object.get("role").and_then(Value::as_str);
+        if matches!(role, Some("system" | "developer" | "tool" | "function"))
+            || object.contains_key("tool_calls")
+            || object.contains_key("tool_call_id")
+            || object.contains_key("function_call")
         {
             return Ok(Format::OpenAi);
         }
-        if let Some(Value::Array(blocks)) = message.get("content") {
+        if !object.contains_key("content") && object.contains_key("parts") {
+            return Err(FormatError::undetected(unknown_message(index, object)));
+        }
+        if let Some(Value::Array(blocks)) = object.get("content") {
             for block in blocks {
-                match block.get("type").and_then(Value::as_str) {
-                    Some("tool_use" | "tool_result" | "thinking" | "redacted_thinking") => {
-                        return Ok(Format::Anthropic);
-                    }
-                    Some("image") if block.get("source").is_some() => {
-                        return Ok(Format::Anthropic);
-                    }
-                    Some("image_url") => return Ok(Format::OpenAi),
-                    _ => {}
+                let kind = block
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if anthropic::is_anthropic_block(kind, block) {
+                    return Ok(Format::Anthropic);
+                }
+                if matches!(kind, "image_url" | "input_audio" | "file" | "refusal") {
+                    return Ok(Format::OpenAi);
                 }
             }
         }
     }
     Ok(Format::OpenAi)
+}
+
+/// What a message object without a `role` looks like, for the error: the
+/// formats agent-host does not read are named when recognised.
+fn unknown_message(index: usize, object: &Map<String, Value>) -> String {
+    let keys: Vec<&str> = object.keys().take(8).map(String::as_str).collect();
+    let has = |key: &str| object.contains_key(key);
+    let kind = object.get("type").and_then(Value::as_str);
+    let looks_like = if has("parts") && has("role") {
+        Some(
+            "a Gemini API `Content` (a Gemini CLI recording, `{sessionId, projectHash, \
+             messages}`, reads as gemini-cli)",
+        )
+    } else if kind == Some("function") && (has("data") || has("content")) {
+        Some("a LangChain function message")
+    } else {
+        None
+    };
+    let mut text = format!(
+        "message {index} has no string `role` (its keys: {})",
+        keys.join(", ")
+    );
+    match looks_like {
+        Some(what) => text.push_str(&format!(
+            "; it looks like {what}, which agent-host does not read"
+        )),
+        None => text.push_str(&format!(
+            "; expected OpenAI or Anthropic messages, OpenAI Responses items, pydantic-ai or \
+             LangChain messages, or JSONL records ({}); name the format with --format",
+            line_formats()
+        )),
+    }
+    text
 }
 
 #[cfg(test)]
@@ -762,13 +1227,115 @@ mod tests {
     fn undetectable_input_says_what_it_saw() {
         let err = Format::detect("42").unwrap_err();
         assert!(
-            err.to_string().contains("the document is a number"),
+            err.to_string()
+                .starts_with("cannot tell the format: the document is a number"),
             "{err}"
         );
         let err = Format::detect("{\"foo\": 1}").unwrap_err();
         assert!(err.to_string().contains("--format"), "{err}");
         let err = Format::detect("[{\"role\": ").unwrap_err();
         assert!(err.to_string().contains("not valid JSON"), "{err}");
+    }
+
+    /// What the issue found running other tools' files: each is read
+    /// faithfully, or refused naming what it is, never read as empty
+    /// messages with success.
+    #[test]
+    fn foreign_shapes_are_read_or_refused_never_read_as_garbage() {
+        // `claude -p` stream-json and web exports: Claude-Code-shaped records
+        // without `sessionId`/`uuid`.
+        let stream = r#"{"type":"user","message":{"role":"user","content":"hi"}}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"hello"}]}}"#;
+        let (format, t) = parse_detected(stream).unwrap();
+        assert_eq!(format, Format::ClaudeCode);
+        let texts: Vec<String> = t.messages.iter().map(|m| m.text().into_owned()).collect();
+        assert_eq!(texts, ["hi", "hello"]);
+        // Read as native JSONL on purpose, it is refused rather than emptied.
+        let err = parse(Format::Jsonl, stream).unwrap_err().to_string();
+        assert!(err.contains("line 1, field `message`"), "{err}");
+        assert!(err.contains("claude-code record"), "{err}");
+
+        // A Codex rollout is a Codex rollout; named as Claude Code, it is an
+        // error naming codex, not 0 messages.
+        let rollout = r#"{"timestamp":"2025-10-29T00:59:38Z","type":"session_meta","payload":{"id":"x"}}
+{"timestamp":"2025-10-29T00:59:39Z","type":"event_msg","payload":{"type":"token_count"}}"#;
+        assert_eq!(Format::detect(rollout).unwrap(), Format::Codex);
+        let err = parse(Format::ClaudeCode, rollout).unwrap_err().to_string();
+        assert!(err.contains("--format codex"), "{err}");
+        let err = parse(Format::Codex, rollout).unwrap_err().to_string();
+        assert!(err.contains("none of its 2 records is a message"), "{err}");
+
+        // Records of no known format: refused, blaming no reader.
+        let unknown = "{\"event\":\"start\",\"run\":1}\n{\"event\":\"stop\",\"run\":1}\n";
+        let err = parse_detected(unknown).unwrap_err();
+        assert!(err.undetected);
+        let text = err.to_string();
+        assert!(text.starts_with("cannot tell the format: line 1 is a JSON record (no string `type`, keys event, run)"), "{text}");
+        assert!(!text.contains("openai"), "{text}");
+
+        // Documents of formats agent-host does not read are named.
+        let cases = [
+            (r#"[{"role":"user","parts":[{"text":"hi"}]}]"#, "Gemini"),
+            (
+                r#"[{"speaker":"bob","text":"hi"}]"#,
+                "message 0 has no string `role` (its keys: speaker, text)",
+            ),
+            (r#"{"conversation":[]}"#, "an object with keys conversation"),
+        ];
+        for (text, expected) in cases {
+            let err = parse_detected(text).unwrap_err();
+            assert!(err.undetected, "{text}");
+            let err = err.to_string();
+            assert!(err.contains(expected), "{err}");
+            assert!(!err.contains("missing `role`"), "{err}");
+        }
+    }
+
+    #[test]
+    fn document_shapes_go_to_their_reader() {
+        let cases = [
+            // A single Anthropic request message with a PDF.
+            (
+                r#"[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBER"}},{"type":"text","text":"Summarise"}]}]"#,
+                Format::Anthropic,
+            ),
+            (
+                r#"[{"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"q"}}]}]"#,
+                Format::Anthropic,
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"UklG","format":"wav"}}]}]"#,
+                Format::OpenAi,
+            ),
+            (
+                r#"[{"role":"function","name":"f","content":"1"}]"#,
+                Format::OpenAi,
+            ),
+            (
+                r#"[{"type":"message","role":"user","content":"hi"}]"#,
+                Format::Responses,
+            ),
+            (
+                r#"[{"role":"user","content":[{"type":"input_text","text":"hi"}]}]"#,
+                Format::Responses,
+            ),
+            (r#"{"input":"hi","output":[]}"#, Format::Responses),
+            (
+                r#"[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]"#,
+                Format::PydanticAi,
+            ),
+            (
+                r#"[{"type":"human","data":{"content":"hi"}}]"#,
+                Format::LangChain,
+            ),
+            (
+                r#"{"sessionId":"s","projectHash":"p","messages":[{"id":"m","type":"user","content":"hi"}]}"#,
+                Format::GeminiCli,
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Format::detect(text).unwrap(), expected, "{text}");
+        }
     }
 
     #[test]

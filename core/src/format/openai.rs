@@ -2,18 +2,32 @@
 //!
 //! Read: a JSON array of messages, or an object with a `messages` array (a
 //! request body). Roles `system`, `developer`, `user`, `assistant` and `tool`;
-//! content as a string, `null`, or an array of `text`, `image_url` and `file`
-//! parts; `tool_calls`, `tool_call_id`, the tool's `name`, and
-//! `reasoning_content`. A tool message without `name` (the current API sends
-//! none) takes its tool's name from the call it answers. Fields this model has no place for (a participant
-//! `name`, `refusal`, `audio`, the `developer` role, ...) are kept in the
-//! message's metadata under `"openai"` and written back, so a round trip gives
-//! the same JSON. Messages carry no ids in this format; ids are derived from
-//! position and text.
+//! content as a string, `null`, or an array of `text`, `image_url`,
+//! `input_audio` and `file` parts; `tool_calls`, `tool_call_id`, the tool's
+//! `name`, and `reasoning_content`. A tool message without `name` (the current
+//! API sends none) takes its tool's name from the call it answers. The legacy
+//! function calling of the API's first versions reads too: an assistant
+//! message's `function_call` is a tool call (its id `call_legacy_N`, N the
+//! message's position), and a `function` message answers the earliest
+//! unanswered call of its `name`; both are written back as `tool_calls` and
+//! `tool` messages. An `input_audio` part is kept as a file part holding a
+//! `data:audio/<format>` URL, and written back as `input_audio`. Fields this
+//! model has no place for (a participant `name`, `refusal`, `audio`, the
+//! `developer` role, ...) are kept in the message's metadata under `"openai"`
+//! and written back, so a round trip gives the same JSON. Messages carry no
+//! ids in this format; ids are derived from position and text.
+//!
+//! Reading goes straight from the bytes to messages ([`parse`]); a document
+//! that route does not take (any error) is read again through
+//! `serde_json::Value` ([`from_value`]), whose errors say where and what.
+//! See the `openai` benchmark.
 //!
 //! Written: the same shapes. An assistant message with tool calls and no text
 //! gets `"content": null`, as the API does.
 
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
 use super::{Format, FormatError, kind_of, parse_document};
@@ -26,7 +40,23 @@ const FORMAT: Format = Format::OpenAi;
 
 /// Reads messages from JSON text.
 pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
+    if let Some(messages) = parse_typed(text) {
+        return Ok(messages);
+    }
     from_value(parse_document(FORMAT, text)?)
+}
+
+/// Reads messages straight from the bytes, or `None` when the document is
+/// not one this route takes whole (not valid, or not OpenAI messages; also a
+/// request with a `system` field, or messages with an item `type`, which
+/// detection gives to other readers): the caller then reads it through
+/// [`from_value`], which gives the same messages for every document this
+/// route takes.
+pub(crate) fn parse_typed(text: &str) -> Option<Vec<Message>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let Document(messages) = de::Deserialize::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    finish(messages).ok()
 }
 
 /// Reads messages from a parsed JSON document.
@@ -49,36 +79,80 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
             ));
         }
     };
-    let mut messages = items
+    let messages = items
         .into_iter()
         .enumerate()
-        .map(|(index, item)| {
-            message_from_value(item)
-                .map_err(|e| e.at_message(index))
-                .map(|mut m| {
-                    m.id = derived_id("openai", index, &m.text());
-                    m
-                })
-        })
+        .map(|(index, item)| message_from_value(item, index).map_err(|e| e.at_message(index)))
         .collect::<Result<Vec<Message>, FormatError>>()?;
+    finish(messages)
+}
+
+/// What both routes do once every message is read: legacy `function`
+/// messages paired with their calls, tool names filled from the calls, ids
+/// derived.
+fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
     // Current Chat Completions tool messages carry no `name`: take it from the call.
     let mut names = std::collections::HashMap::new();
-    for m in &mut messages {
+    // Calls not answered yet, in order (for legacy `function` messages).
+    let mut open: Vec<(String, String)> = Vec::new();
+    for (index, m) in messages.iter_mut().enumerate() {
         for call in &m.tool_calls {
             names.insert(call.id.clone(), call.name.clone());
+            open.push((call.id.clone(), call.name.clone()));
         }
-        if m.role == Role::Tool && m.tool_name.is_none() {
-            m.tool_name = m
-                .tool_call_id
-                .as_ref()
-                .and_then(|id| names.get(id))
-                .cloned();
+        if m.role == Role::Tool {
+            match &m.tool_call_id {
+                Some(id) => open.retain(|(open_id, _)| open_id != id),
+                // A legacy `function` message: the earliest open call of its name.
+                None => {
+                    let name = m.tool_name.as_deref().unwrap_or_default();
+                    let Some(at) = open.iter().position(|(_, n)| n == name) else {
+                        return Err(FormatError::new(
+                            FORMAT,
+                            format!(
+                                "the `function` message of `{name}` answers no earlier \
+                                 `function_call` of that name"
+                            ),
+                        )
+                        .at_message(index)
+                        .at_field("name"));
+                    };
+                    m.tool_call_id = Some(open.remove(at).0);
+                }
+            }
+            if m.tool_name.is_none() {
+                m.tool_name = m
+                    .tool_call_id
+                    .as_ref()
+                    .and_then(|id| names.get(id))
+                    .cloned();
+            }
         }
+        m.id = derived_id("openai", index, &m.text());
     }
     Ok(messages)
 }
 
-fn message_from_value(item: Value) -> Result<Message, FormatError> {
+/// The role of a message, and whether it was spelt `developer` (kept as an
+/// extra) or `function` (legacy).
+fn role_of(role: &str) -> Result<Role, FormatError> {
+    match role {
+        "system" | "developer" => Ok(Role::System),
+        "user" => Ok(Role::User),
+        "assistant" => Ok(Role::Assistant),
+        "tool" | "function" => Ok(Role::Tool),
+        other => Err(FormatError::new(
+            FORMAT,
+            format!(
+                "unknown role `{other}`; expected system, developer, user, assistant, tool or \
+                 function"
+            ),
+        )
+        .at_field("role")),
+    }
+}
+
+fn message_from_value(item: Value, index: usize) -> Result<Message, FormatError> {
     let Value::Object(mut object) = item else {
         return Err(FormatError::new(
             FORMAT,
@@ -86,34 +160,8 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
         ));
     };
     let mut extra = Map::new();
-    let role = match object.shift_remove("role") {
-        Some(Value::String(role)) => match role.as_str() {
-            "system" => Role::System,
-            "developer" => {
-                extra.insert("role".into(), Value::String(role));
-                Role::System
-            }
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "tool" => Role::Tool,
-            "function" => {
-                return Err(FormatError::new(
-                    FORMAT,
-                    "the legacy `function` role has no call id to pair it with; \
-                     convert it to `tool_calls` and `tool` messages",
-                )
-                .at_field("role"));
-            }
-            other => {
-                return Err(FormatError::new(
-                    FORMAT,
-                    format!(
-                        "unknown role `{other}`; expected system, developer, user, assistant or tool"
-                    ),
-                )
-                .at_field("role"));
-            }
-        },
+    let role_name = match object.shift_remove("role") {
+        Some(Value::String(role)) => role,
         Some(other) => {
             return Err(FormatError::new(
                 FORMAT,
@@ -123,6 +171,10 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
         }
         None => return Err(FormatError::new(FORMAT, "missing `role`").at_field("role")),
     };
+    let role = role_of(&role_name)?;
+    if role_name == "developer" {
+        extra.insert("role".into(), Value::String(role_name.clone()));
+    }
     let mut m = Message::new(role, "");
     match object.shift_remove("content") {
         None | Some(Value::Null) => {}
@@ -147,16 +199,16 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
     if let Some(calls) = object.shift_remove("tool_calls") {
         m.tool_calls = tool_calls_from_value(calls)?;
     }
+    if role == Role::Assistant
+        && let Some(call) = object.shift_remove("function_call")
+    {
+        m.tool_calls
+            .push(legacy_call(&call, index).map_err(|e| e.at_field("function_call"))?);
+    }
     m.tool_call_id = optional_string(&mut object, "tool_call_id")?;
     if role == Role::Tool {
         m.tool_name = optional_string(&mut object, "name")?;
-        if m.tool_call_id.is_none() {
-            return Err(FormatError::new(
-                FORMAT,
-                "a `tool` message needs a `tool_call_id` naming the call it answers",
-            )
-            .at_field("tool_call_id"));
-        }
+        check_tool_message(&m, &role_name)?;
     }
     if let Some(text) = optional_string(&mut object, "reasoning_content")? {
         m.reasoning = Some(Reasoning {
@@ -169,6 +221,241 @@ fn message_from_value(item: Value) -> Result<Message, FormatError> {
         m.metadata.insert(EXTRA_KEY.into(), Value::Object(extra));
     }
     Ok(m)
+}
+
+/// A tool message names its call; a legacy `function` message its function.
+fn check_tool_message(m: &Message, role_name: &str) -> Result<(), FormatError> {
+    if role_name == "function" {
+        if m.tool_name.is_none() {
+            return Err(FormatError::new(
+                FORMAT,
+                "a `function` message needs the `name` of the function it answers",
+            )
+            .at_field("name"));
+        }
+    } else if m.tool_call_id.is_none() {
+        return Err(FormatError::new(
+            FORMAT,
+            "a `tool` message needs a `tool_call_id` naming the call it answers",
+        )
+        .at_field("tool_call_id"));
+    }
+    Ok(())
+}
+
+/// A legacy `function_call` (`{name, arguments}`) as a tool call of message
+/// `index`.
+fn legacy_call(call: &Value, index: usize) -> Result<ToolCall, FormatError> {
+    let name = call
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| FormatError::new(FORMAT, "a `function_call` needs a string `name`"))?;
+    Ok(ToolCall {
+        id: format!("call_legacy_{index}"),
+        name: name.to_owned(),
+        arguments: arguments_text(call.get("arguments")),
+    })
+}
+
+/// A call's arguments as text: a string as it is, nothing as empty, any
+/// other JSON as its text (some servers send an object).
+fn arguments_text(arguments: Option<&Value>) -> String {
+    match arguments {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A whole document read by the typed route.
+struct Document(Vec<Message>);
+
+impl<'de> de::Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(DocumentVisitor)
+    }
+}
+
+struct DocumentVisitor;
+
+impl<'de> Visitor<'de> for DocumentVisitor {
+    type Value = Document;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of messages or an object with `messages`")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
+        MessagesVisitor.visit_seq(seq).map(Document)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
+        let mut messages = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "messages" => messages = Some(map.next_value_seed(MessagesSeed)?),
+                // An Anthropic request: detection's to tell.
+                "system" => return Err(de::Error::custom("a `system` field")),
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        messages
+            .map(Document)
+            .ok_or_else(|| de::Error::custom("no `messages`"))
+    }
+}
+
+struct MessagesSeed;
+
+impl<'de> DeserializeSeed<'de> for MessagesSeed {
+    type Value = Vec<Message>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(MessagesVisitor)
+    }
+}
+
+struct MessagesVisitor;
+
+impl<'de> Visitor<'de> for MessagesVisitor {
+    type Value = Vec<Message>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of messages")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Message>, A::Error> {
+        let mut messages = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+        while let Some(m) = seq.next_element_seed(MessageSeed {
+            index: messages.len(),
+        })? {
+            messages.push(m);
+        }
+        Ok(messages)
+    }
+}
+
+/// One message, read by the typed route as [`message_from_value`] reads it.
+struct MessageSeed {
+    index: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for MessageSeed {
+    type Value = Message;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Message, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+/// Fails the typed route with `e` (its text is never shown: the generic
+/// route reads the document again for the error).
+fn fail<E: de::Error>(e: FormatError) -> E {
+    E::custom(e.detail)
+}
+
+impl<'de> Visitor<'de> for MessageSeed {
+    type Value = Message;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a message object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+        let mut role_name: Option<String> = None;
+        let mut content: Option<Value> = None;
+        let mut text: Option<String> = None;
+        let mut tool_calls: Option<Value> = None;
+        let mut function_call: Option<Value> = None;
+        let mut tool_call_id: Option<Option<String>> = None;
+        let mut reasoning: Option<Option<String>> = None;
+        let mut extra = Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            // A repeated field: the generic route's (last one wins, where the
+            // first one was) is the one to follow.
+            let repeated = match key.as_ref() {
+                "role" => role_name.is_some(),
+                "content" => content.is_some() || text.is_some(),
+                "tool_calls" => tool_calls.is_some(),
+                "function_call" => function_call.is_some(),
+                "tool_call_id" => tool_call_id.is_some(),
+                "reasoning_content" => reasoning.is_some(),
+                // An item `type`: a Responses item, detection's to tell.
+                "type" => true,
+                _ => false,
+            };
+            if repeated {
+                return Err(de::Error::custom("a repeated field"));
+            }
+            match key.as_ref() {
+                "role" => role_name = Some(map.next_value()?),
+                "content" => match map.next_value::<Value>()? {
+                    Value::String(s) => text = Some(s),
+                    other => content = Some(other),
+                },
+                "tool_calls" => tool_calls = Some(map.next_value()?),
+                "function_call" => function_call = Some(map.next_value()?),
+                "tool_call_id" => tool_call_id = Some(map.next_value()?),
+                "reasoning_content" => reasoning = Some(map.next_value()?),
+                _ => {
+                    let value: Value = map.next_value()?;
+                    extra.insert(key.into_owned(), value);
+                }
+            }
+        }
+        let role_name = role_name.ok_or_else(|| de::Error::custom("missing `role`"))?;
+        let role = role_of(&role_name).map_err(fail)?;
+        let has_content = content.is_some() || text.is_some();
+        let mut m = Message::new(role, text.unwrap_or_default());
+        match content {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(parts)) => {
+                for part in parts {
+                    m.parts.push(part_from_value(part).map_err(fail)?);
+                }
+            }
+            Some(_) => return Err(de::Error::custom("bad `content`")),
+        }
+        if let Some(calls) = tool_calls {
+            m.tool_calls = tool_calls_from_value(calls).map_err(fail)?;
+        }
+        match function_call {
+            Some(call) if role == Role::Assistant => m
+                .tool_calls
+                .push(legacy_call(&call, self.index).map_err(fail)?),
+            // Kept as an extra in its place by the generic route.
+            Some(_) => return Err(de::Error::custom("a `function_call` off an assistant")),
+            None => {}
+        }
+        m.tool_call_id = tool_call_id.flatten();
+        if role == Role::Tool {
+            m.tool_name = match extra.shift_remove("name") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(name)) => Some(name),
+                Some(_) => return Err(de::Error::custom("bad `name`")),
+            };
+            check_tool_message(&m, &role_name).map_err(fail)?;
+        }
+        if let Some(text) = reasoning.flatten() {
+            m.reasoning = Some(Reasoning {
+                text,
+                ..Reasoning::default()
+            });
+        }
+        // A Gemini `Content` (`parts`, no `content`): detection's to refuse.
+        if !has_content && extra.contains_key("parts") {
+            return Err(de::Error::custom("`parts` without `content`"));
+        }
+        if role_name == "developer" {
+            extra.shift_insert(0, "role".into(), Value::String(role_name));
+        }
+        if !extra.is_empty() {
+            m.metadata.insert(EXTRA_KEY.into(), Value::Object(extra));
+        }
+        Ok(m)
+    }
 }
 
 fn optional_string(
@@ -211,12 +498,8 @@ fn tool_calls_from_value(calls: Value) -> Result<Vec<ToolCall>, FormatError> {
                     FormatError::new(FORMAT, "a tool call needs a string function name")
                         .at_field(field("function.name"))
                 })?;
-            let arguments = match function.get("arguments") {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                // Some servers send the arguments as an object; keep them as text.
-                Some(other) => other.to_string(),
-            };
+            // Some servers send the arguments as an object; keep them as text.
+            let arguments = arguments_text(function.get("arguments"));
             Ok(ToolCall {
                 id: id.to_owned(),
                 name: name.to_owned(),
@@ -265,9 +548,29 @@ fn part_from_value(part: Value) -> Result<Part, FormatError> {
                 path,
             })
         }
+        "input_audio" => {
+            let audio = part.get("input_audio");
+            let get = |key: &str| audio.and_then(|a| a.get(key)).and_then(Value::as_str);
+            let (Some(data), Some(format)) = (get("data"), get("format")) else {
+                return Err(FormatError::new(
+                    FORMAT,
+                    "an audio part needs string `input_audio.data` and `input_audio.format`",
+                )
+                .at_field("input_audio"));
+            };
+            let mime = format!("audio/{format}");
+            Ok(Part::File {
+                name: String::new(),
+                path: format!("data:{mime};base64,{data}"),
+                mime_type: Some(mime),
+            })
+        }
         other => Err(FormatError::new(
             FORMAT,
-            format!("unsupported content part type `{other}`; expected text, image_url or file"),
+            format!(
+                "unsupported content part type `{other}`; expected text, image_url, input_audio \
+                 or file"
+            ),
         )
         .at_field("type")),
     }
@@ -416,6 +719,10 @@ fn part_to_value(part: &Part) -> Result<Value, FormatError> {
             ));
         }
         Part::File { name, path, .. } => {
+            if let Some((format, data)) = audio_data(name, path) {
+                return Ok(json!({"type": "input_audio",
+                                 "input_audio": {"data": data, "format": format}}));
+            }
             let key = if path.starts_with("data:") {
                 "file_data"
             } else {
@@ -424,6 +731,16 @@ fn part_to_value(part: &Part) -> Result<Value, FormatError> {
             json!({"type": "file", "file": {"filename": name, key: path}})
         }
     })
+}
+
+/// The format and base64 data of an unnamed `data:audio/<format>;base64,`
+/// file: an `input_audio` part as read.
+fn audio_data<'a>(name: &str, path: &'a str) -> Option<(&'a str, &'a str)> {
+    if !name.is_empty() {
+        return None;
+    }
+    let (format, data) = path.strip_prefix("data:audio/")?.split_once(";base64,")?;
+    Some((format, data))
 }
 
 #[cfg(test)]
@@ -511,7 +828,15 @@ mod tests {
             ),
             (
                 json!([{"role": "function", "name": "f", "content": "x"}]),
-                "legacy `function` role",
+                "message 0, field `name`: the `function` message of `f` answers no earlier `function_call`",
+            ),
+            (
+                json!([{"role": "function", "content": "x"}]),
+                "message 0, field `name`: a `function` message needs the `name`",
+            ),
+            (
+                json!([{"role": "assistant", "function_call": {"arguments": "{}"}}]),
+                "message 0, field `function_call`: a `function_call` needs a string `name`",
             ),
             (
                 json!([{"role": "tool", "content": "x"}]),
@@ -587,5 +912,74 @@ mod tests {
             json!({"role": "tool", "content": "a", "tool_call_id": "c1"})
         );
         assert_eq!(values[2], json!({"role": "developer", "content": "s"}));
+    }
+
+    #[test]
+    fn legacy_function_calls_pair_with_their_function_messages() {
+        let document = json!([
+            {"role": "user", "content": "Weather in Paris and Rome?"},
+            {"role": "assistant", "content": null, "function_call": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}},
+            {"role": "assistant", "content": null, "function_call": {"name": "weather", "arguments": "{\"city\":\"Rome\"}"}},
+            {"role": "function", "name": "weather", "content": "18C"},
+            {"role": "function", "name": "weather", "content": "21C"},
+            {"role": "assistant", "content": "Paris 18C, Rome 21C."}
+        ]);
+        let messages = from_value(document.clone()).unwrap();
+        assert_eq!(messages[1].tool_calls[0].id, "call_legacy_1");
+        assert_eq!(messages[3].tool_call_id.as_deref(), Some("call_legacy_1"));
+        assert_eq!(messages[4].tool_call_id.as_deref(), Some("call_legacy_2"));
+        assert_eq!(messages[4].tool_name.as_deref(), Some("weather"));
+        assert!(crate::pairing::ToolPairing::of(&messages).is_complete());
+        // Written in today's shape, which reads back the same.
+        let written = to_values(&messages).unwrap();
+        assert_eq!(written[1]["tool_calls"][0]["id"], "call_legacy_1");
+        assert_eq!(written[3]["role"], "tool");
+        assert_eq!(from_value(Value::Array(written)).unwrap(), messages);
+        assert_eq!(parse(&document.to_string()).unwrap(), messages);
+    }
+
+    #[test]
+    fn input_audio_parts_round_trip() {
+        round_trip(json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "What is said?"},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+            ]}
+        ]));
+        let m = &from_value(json!([{"role": "user", "content": [
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "mp3"}}]}]))
+        .unwrap()[0];
+        assert!(matches!(&m.parts[0], Part::File { mime_type: Some(t), .. } if t == "audio/mp3"));
+    }
+
+    /// The typed route gives what the generic one gives, for every shape it
+    /// takes; what it does not take goes to the generic one.
+    #[test]
+    fn both_routes_read_the_same_messages() {
+        let documents = [
+            json!([{"role": "developer", "x": 1, "content": "a", "name": "n"}]),
+            json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "t"}]}]}),
+            json!([{"role": "assistant", "content": null, "refusal": null,
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
+                    "reasoning_content": "r"},
+                   {"role": "tool", "tool_call_id": "c", "content": "ok"}]),
+            json!([{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+                   {"role": "function", "name": "f", "content": "1"}]),
+            json!([{"role": "user", "content": "hi", "tool_call_id": null}]),
+        ];
+        for document in documents {
+            let text = serde_json::to_string_pretty(&document).unwrap();
+            let typed = parse_typed(&text).unwrap_or_else(|| panic!("typed route refused {text}"));
+            assert_eq!(typed, from_value(document).unwrap(), "{text}");
+        }
+        for refused in [
+            r#"[{"role": "user", "content": "a", "content": "b"}]"#,
+            r#"[{"type": "message", "role": "user", "content": "a"}]"#,
+            r#"{"system": "s", "messages": []}"#,
+            r#"[{"role": "user", "function_call": {"name": "f"}}]"#,
+            r#"[{"role": "robot"}]"#,
+        ] {
+            assert!(parse_typed(refused).is_none(), "{refused}");
+        }
     }
 }

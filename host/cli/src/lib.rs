@@ -128,7 +128,10 @@ enum Command {
         /// The history to read (`-` for standard input).
         file: Option<PathBuf>,
         /// Its format; detected when not given.
-        #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+        #[arg(
+            long,
+            value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
+        )]
         format: Option<Format>,
         #[command(flatten)]
         limits: crate::commands::LimitArgs,
@@ -138,10 +141,13 @@ enum Command {
         /// The history to read (`-` for standard input).
         file: PathBuf,
         /// Its format; detected when not given.
-        #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+        #[arg(
+            long,
+            value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
+        )]
         format: Option<Format>,
         /// The format to write.
-        #[arg(long, value_name = "jsonl|openai|anthropic")]
+        #[arg(long, value_name = "jsonl|openai|anthropic|responses|pydantic-ai")]
         to: Format,
         /// Where to write (standard output when not given).
         #[arg(long, short)]
@@ -263,6 +269,10 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             let loaded = transcript::load(&file, format, &limits.limits())?;
             let text = format::write(to, &loaded.transcript.messages)
                 .with_context(|| format!("cannot write {} as {to}", loaded.source))?;
+            report_left_out(&loaded.transcript);
+            for loss in format::losses(to, &loaded.transcript.messages) {
+                eprintln!("not carried by {to}: {}", term::safe(&loss.to_string()));
+            }
             match output {
                 Some(path) => std::fs::write(&path, text)
                     .with_context(|| format!("cannot write {}", path.display()))?,
@@ -401,6 +411,22 @@ fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
             loaded.transcript.skipped.len()
         )?;
     }
+    let branches = &loaded.transcript.branches;
+    if !branches.is_empty() {
+        let n: usize = branches.iter().map(Vec::len).sum();
+        writeln!(
+            out,
+            "abandoned branches (rewinds): {} ({n} messages, not shown)",
+            branches.len()
+        )?;
+    }
+    for q in &loaded.transcript.quarantined {
+        writeln!(
+            out,
+            "unreadable record, left out: {}",
+            term::safe(&q.error.to_string())
+        )?;
+    }
     writeln!(out)?;
     writeln!(out, "{:>5}  {:<10} {:>7}  text", "#", "role", "tokens")?;
     for (i, m) in messages.iter().enumerate() {
@@ -413,6 +439,24 @@ fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// Says on standard error what of a history read was left out: records that
+/// could not be read, abandoned branches.
+pub(crate) fn report_left_out(transcript: &format::Transcript) {
+    for q in &transcript.quarantined {
+        eprintln!(
+            "left out an unreadable record: {}",
+            term::safe(&q.error.to_string())
+        );
+    }
+    if !transcript.branches.is_empty() {
+        let n: usize = transcript.branches.iter().map(Vec::len).sum();
+        eprintln!(
+            "left out: {n} messages of {} abandoned branches (rewinds)",
+            transcript.branches.len()
+        );
+    }
 }
 
 /// One line saying what a message holds.

@@ -147,10 +147,11 @@ pub fn read(
         }
     })();
     result.with_context(|| bad(&source))?;
+    let transcript = lines.finish().with_context(|| bad(&source))?;
     Ok(Loaded {
         source,
         format,
-        transcript: lines.finish(),
+        transcript,
     })
 }
 

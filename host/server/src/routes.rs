@@ -440,10 +440,12 @@ fn messages_of(body: AppendMessages, session: &SessionView) -> ApiResult<Vec<Mes
             }
             out
         }
-        Some(Format::ClaudeCode) => {
+        Some(format @ (Format::ClaudeCode | Format::Codex)) => {
             return Err(ApiError::invalid(
                 "body.format",
-                "claude-code transcripts are files; import them with `agent-host sessions import`",
+                format!(
+                    "{format} transcripts are files; import them with `agent-host sessions import`"
+                ),
             ));
         }
         Some(format) => format::parse(format, &document.to_string())?.messages,

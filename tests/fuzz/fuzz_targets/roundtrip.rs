@@ -8,7 +8,13 @@
 use agent_host_core::format::{self, Format};
 use libfuzzer_sys::fuzz_target;
 
-const WRITABLE: [Format; 3] = [Format::Jsonl, Format::OpenAi, Format::Anthropic];
+const WRITABLE: [Format; 5] = [
+    Format::Jsonl,
+    Format::OpenAi,
+    Format::Anthropic,
+    Format::Responses,
+    Format::PydanticAi,
+];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else {

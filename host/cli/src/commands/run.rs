@@ -37,7 +37,10 @@ pub struct RunArgs {
     #[arg(long, short, value_name = "FILE")]
     input: Option<PathBuf>,
     /// Its format; detected when not given.
-    #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+    #[arg(
+        long,
+        value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
+    )]
     format: Option<Format>,
     #[command(flatten)]
     limits: crate::commands::LimitArgs,
@@ -266,8 +269,8 @@ pub fn run(
 
     let output_format = if args.same_format {
         match input_format {
-            // Claude Code transcripts are read, not written: write native JSONL.
-            Format::ClaudeCode => Format::Jsonl,
+            // Import-only formats are read, not written: write native JSONL.
+            f if !f.is_writable() => Format::Jsonl,
             f => f,
         }
     } else {

@@ -38,7 +38,7 @@ pub struct BenchArgs {
     /// The history's format; detected when not given.
     #[arg(
         long,
-        value_name = "jsonl|openai|anthropic|claude-code",
+        value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain",
         requires = "input"
     )]
     format: Option<Format>,

@@ -15,10 +15,11 @@ const IMPORT_PROGRESS_FROM: usize = 2_000;
 pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Result<()> {
     let loaded = transcript::load(&args.file, args.format, &args.limits.limits())?;
     let transcript = loaded.transcript;
-    let messages = transcript.messages;
-    if messages.is_empty() {
+    if transcript.messages.is_empty() {
         bail!("nothing to import: {} holds no messages", loaded.source);
     }
+    crate::report_left_out(&transcript);
+    let messages = transcript.messages;
     let store = open_store(spec)?;
     let name = SessionName {
         session: args.session.clone(),
@@ -41,6 +42,36 @@ pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Resu
         }
     };
     let session = meta.reference();
+
+    // Importing is idempotent: a message whose id the session holds already
+    // (ids are the source's, or derived from position and text) is not
+    // appended again, so importing a file twice, or a log that grew since,
+    // adds only what is new.
+    let read = messages.len();
+    let messages: Vec<Message> = if meta.message_count > 0 {
+        let held = store
+            .load(&session)
+            .with_context(|| format!("cannot load session {}", describe(&meta)))?;
+        let ids: std::collections::HashSet<&str> =
+            held.messages.iter().map(|m| m.id.as_str()).collect();
+        messages
+            .into_iter()
+            .filter(|m| !ids.contains(m.id.as_str()))
+            .collect()
+    } else {
+        messages
+    };
+    if messages.is_empty() {
+        writeln!(
+            out,
+            "nothing new: the {read} messages of {} ({}) are in session {} already; it holds {} messages",
+            loaded.source,
+            loaded.format,
+            describe(&meta),
+            meta.message_count
+        )?;
+        return Ok(());
+    }
 
     let progress = if messages.len() >= IMPORT_PROGRESS_FROM && io::stderr().is_terminal() {
         let bar = ProgressBar::with_draw_target(
@@ -83,9 +114,15 @@ pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Resu
             transcript.skipped.len()
         );
     }
+    let already = read - messages.len();
+    let already = if already > 0 {
+        format!(" ({already} were in it already)")
+    } else {
+        String::new()
+    };
     writeln!(
         out,
-        "imported {done} messages from {} ({}) into session {}; it holds {} messages",
+        "imported {done} messages from {} ({}) into session {}{already}; it holds {} messages",
         loaded.source,
         loaded.format,
         describe(&last),

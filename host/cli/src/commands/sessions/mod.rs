@@ -274,7 +274,10 @@ pub struct ImportArgs {
     #[arg(long, value_name = "AGENT", default_value = DEFAULT_AGENT)]
     agent: String,
     /// The file's format; detected when not given.
-    #[arg(long, value_name = "jsonl|openai|anthropic|claude-code")]
+    #[arg(
+        long,
+        value_name = "jsonl|openai|anthropic|responses|claude-code|codex|gemini-cli|pydantic-ai|langchain"
+    )]
     format: Option<Format>,
     /// The title of a session this creates (the file's own title, when it has one, otherwise).
     #[arg(long)]
@@ -313,8 +316,7 @@ pub fn load_for_run(spec: &str, name: &SessionName) -> Result<(Loaded, SessionMe
         transcript: Transcript {
             messages: history.messages,
             title: history.meta.title.clone(),
-            sidechains: Vec::new(),
-            skipped: Vec::new(),
+            ..Transcript::default()
         },
     };
     Ok((loaded, history.meta))
