@@ -247,7 +247,13 @@ impl Run<'_> {
             counter,
         } = *self;
         let split = split_log(log, checkpoint);
-        let system: Vec<Message> = log[..split.system_end].to_vec();
+        let mut system: Vec<Message> = log[..split.system_end].to_vec();
+        // The system prompt is sent too: what its messages may not carry (a
+        // stray `tool_call_id`, reasoning, tool calls) goes as elsewhere.
+        let mut system_repairs = Vec::new();
+        if config.repair && !repair::is_repaired(&system) {
+            (system, system_repairs) = repair::repair(system);
+        }
         let mut summary: Vec<Message> = split
             .summary
             .map_or_else(Vec::new, |(b, s)| vec![log[b].clone(), log[s].clone()]);
@@ -305,7 +311,11 @@ impl Run<'_> {
                 .as_ref()
                 .is_none_or(|c| !prune::would_prune(read, usage, c));
 
-        let mut repairs = Vec::new();
+        let mut repairs = if unchanged {
+            std::mem::take(&mut system_repairs)
+        } else {
+            Vec::new()
+        };
         let mut doom_loops = Vec::new();
         let mut pruned = Vec::new();
         let mut append = Vec::new();
@@ -326,6 +336,7 @@ impl Run<'_> {
                 (repaired, repairs) = repair::repair(messages);
                 messages = repaired;
             }
+            repairs.splice(0..0, system_repairs.drain(..));
             if let Some(c) = &config.doom_loop {
                 doom_loops = doom_loop::inject_warnings(&mut messages, c);
             }
