@@ -1,7 +1,6 @@
 //! The gateway in the `agent-host serve` binary, with a standard processor
 //! in the sandbox: what reaches the upstream, what is stored.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
 use agent_host_store::{SessionRef, SessionStore};
@@ -13,7 +12,8 @@ use crate::util::{agent_host, standard_processor};
 /// `agent-host serve` as a gateway in front of `upstream`, with `extra`
 /// flags; the child and its base URL.
 fn gateway(store: &std::path::Path, upstream: &LlmServer, extra: &[&str]) -> (Child, String) {
-    let mut child = agent_host()
+    let mut command = agent_host();
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--store"])
         .arg(store)
         .args([
@@ -27,20 +27,8 @@ fn gateway(store: &std::path::Path, upstream: &LlmServer, extra: &[&str]) -> (Ch
         .args(["--base-url", &upstream.base_url()])
         .args(extra)
         .env_remove("AGENT_HOST_API_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("agent-host serve starts");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let base = first
-        .trim_end()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the first line is `listening on URL`, not {first:?}"))
-        .to_owned();
-    (child, base)
+        .stderr(Stdio::inherit());
+    crate::util::started_server(command)
 }
 
 /// Issue 17: with `redact-secrets` in the chain, a key in the client's

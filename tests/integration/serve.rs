@@ -2,7 +2,6 @@
 //! SIGTERM, and no acknowledged message lost to a `kill -9`.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,22 +14,12 @@ use crate::util::agent_host;
 /// Starts `agent-host serve` on a free loopback port with `store`; returns
 /// the child and the base URL from its first line.
 fn serve(store: &str) -> (Child, String) {
-    let mut child = agent_host()
+    let mut command = agent_host();
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
         .env_remove("AGENT_HOST_API_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agent-host serve starts");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let first = first.trim_end();
-    let base = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("the first line is `listening on URL`, not {first:?}"))
-        .to_owned();
+        .stderr(Stdio::piped());
+    let (child, base) = crate::util::started_server(command);
     let port: u16 = base
         .strip_prefix("http://127.0.0.1:")
         .expect("the real host")

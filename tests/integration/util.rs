@@ -129,3 +129,24 @@ pub fn corpus_histories() -> Vec<(String, Vec<agent_host_core::Message>)> {
     }
     histories
 }
+
+/// Spawns `command`, an `agent-host serve` listening on a free loopback port,
+/// with its standard output piped, and reads its first line, which must be
+/// `listening on URL`; returns the child and the URL.
+pub fn started_server(mut command: std::process::Command) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("agent-host serve starts");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let first = first.trim_end();
+    let base = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("the first line is `listening on URL`, not {first:?}"))
+        .to_owned();
+    (child, base)
+}

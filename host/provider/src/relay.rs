@@ -208,10 +208,12 @@ impl RelayStream {
 }
 
 impl Provider {
-    /// Sends a client's request body upstream as it is (see the [module
-    /// documentation](self)): to `{base_url}/chat/completions` or
-    /// `{base_url}/v1/messages` by the provider's kind, with the provider's
-    /// key.
+    /// Sends a client's request body upstream as it is: to
+    /// `{base_url}/chat/completions` or `{base_url}/v1/messages` by the
+    /// provider's kind, with the provider's key. Nothing is retried (the
+    /// client decides); an error answer comes back as [`Relayed::Refused`]
+    /// with its status and capped body; a stream is read through
+    /// [`RelayStream`], which gives the upstream's bytes as they arrive.
     pub async fn relay(&self, relay: Relay) -> Result<Relayed, ProviderError> {
         let settings = self.settings();
         let url = match settings.kind {
