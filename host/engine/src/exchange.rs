@@ -46,11 +46,14 @@ pub struct Ready {
 }
 
 impl Engine {
-    /// Stores what is new in `client` (the whole history a client sent) in
-    /// `session` (a keyed one is created when missing), then prepares the
-    /// view to send: the pipeline over the stored log (a checkpoint it
-    /// makes is stored) and the processors. New messages get fresh ids,
-    /// the session's agent, `channel` and the time.
+    /// Finds what is new in `client` (the whole history a client sent)
+    /// against `session`'s log (a keyed session is created when missing),
+    /// then prepares the view to send: the pipeline over the log and the new
+    /// messages (a checkpoint it makes is stored) and the processors. New
+    /// messages get fresh ids, the session's agent, `channel` and the time;
+    /// they are stored now when the session is new or a checkpoint was
+    /// made, else left [pending](Ready::pending) for
+    /// [`Engine::store_exchange`] to write with the answer.
     pub async fn exchange(
         &self,
         session: SessionRef,
