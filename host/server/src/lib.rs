@@ -152,6 +152,9 @@ pub(crate) struct AppState {
     pub config: ServerConfig,
     pub recent_calls: dashboard::RecentCalls,
     pub records: gateway::Records,
+    /// Whether other instances write to the store too (PostgreSQL): a
+    /// session's page is then read from the store, not only the index.
+    pub shared_store: bool,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -193,6 +196,7 @@ impl Server {
             config,
             recent_calls: dashboard::RecentCalls::default(),
             records: gateway::Records::default(),
+            shared_store: notices.is_some(),
         });
         if let Some(notices) = notices {
             tokio::spawn(peers::follow(Arc::downgrade(&state), notices));

@@ -336,7 +336,23 @@ pub(crate) async fn get_session(
     Path(name): Path<String>,
     QueryArgs(args): QueryArgs<AgentArg>,
 ) -> ApiResult<Json<SessionView>> {
-    Ok(Json(resolve(&state, &name, args.agent.as_deref()).await?))
+    let view = resolve(&state, &name, args.agent.as_deref()).await?;
+    if !state.shared_store {
+        return Ok(Json(view));
+    }
+    // Another instance may have written last without a word (it died
+    // between its commit and its announcement): the store says.
+    let id = view.id;
+    match blocking(&state, move |store| store.get(&SessionRef::Id(id))).await? {
+        Some(meta) => {
+            state.index.refresh(&meta);
+            Ok(Json(state.index.get(id).unwrap_or(view)))
+        }
+        None => Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!("no session {name}; GET /v1/sessions lists them"),
+        )),
+    }
 }
 
 #[utoipa::path(patch, path = "/v1/sessions/{session}", tag = "sessions", request_body = UpdateSession,
