@@ -44,6 +44,13 @@ async fn heard(state: &Arc<AppState>, text: &str) {
         let store = Arc::clone(state.engine.store());
         let read = tokio::task::spawn_blocking(move || store.get(&SessionRef::Id(id))).await;
         match read {
+            // Reads of several announcements may finish out of order, and
+            // this instance's own writes go on meanwhile: an older read than
+            // the index holds is not recorded over it.
+            Ok(Ok(Some(meta)))
+                if state.index.get(id).is_some_and(|held| {
+                    (meta.updated, meta.message_count) < (held.updated, held.message_count)
+                }) => {}
             Ok(Ok(Some(meta))) => {
                 match announced.event.as_str() {
                     "session_created" => state.index.record(&meta, Change::Created, Utc::now()),
