@@ -29,16 +29,7 @@ pub(super) async fn complete(
 ) -> Result<ChatReply, ProviderError> {
     let settings = provider.settings();
     let stream = request.stream.unwrap_or(settings.stream);
-    let mut messages =
-        format::to_values(&request.messages).map_err(|e| ProviderError::Request(e.to_string()))?;
-    // Reasoning stays in the log but is not sent back: Chat Completions has
-    // no input field for it, and servers that return it (DeepSeek) refuse it
-    // in a request.
-    for m in &mut messages {
-        if let Some(object) = m.as_object_mut() {
-            object.remove("reasoning_content");
-        }
-    }
+    let messages = request_messages(&request.messages)?;
     let mut body = Map::new();
     body.insert("model".into(), json!(settings.model));
     body.insert("messages".into(), Value::Array(messages));
@@ -73,6 +64,22 @@ pub(super) async fn complete(
         message_count: request.messages.len(),
     };
     http::exchange::<OpenAi>(provider, request, on_event).await
+}
+
+/// `messages` as a Chat Completions request's `messages`. Reasoning stays
+/// in the log but is not sent back: Chat Completions has no input field for
+/// it, and servers that return it (DeepSeek) refuse it in a request.
+pub fn request_messages(
+    messages: &[agent_host_core::Message],
+) -> Result<Vec<Value>, ProviderError> {
+    let mut values =
+        format::to_values(messages).map_err(|e| ProviderError::Request(e.to_string()))?;
+    for m in &mut values {
+        if let Some(object) = m.as_object_mut() {
+            object.remove("reasoning_content");
+        }
+    }
+    Ok(values)
 }
 
 /// The Chat Completions wire.

@@ -278,7 +278,7 @@ async fn list_records(
     State(state): State<Shared>,
     Path(session): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = session_id(&state, &session)?;
+    let id = crate::routes::resolve(&state, &session, None).await?.id;
     Ok(Json(json!({"requests": state.records.list(id)})))
 }
 
@@ -286,7 +286,7 @@ async fn record(
     State(state): State<Shared>,
     Path((session, n)): Path<(String, String)>,
 ) -> Result<Json<RequestRecord>, ApiError> {
-    let id = session_id(&state, &session)?;
+    let id = crate::routes::resolve(&state, &session, None).await?.id;
     let n: u64 = n
         .parse()
         .map_err(|_| ApiError::invalid("n", format!("{n:?} is not a request number")))?;
@@ -298,19 +298,6 @@ async fn record(
             ),
         )
     })
-}
-
-/// The session `name` names (an id, or a key of the gateway's agent).
-fn session_id(state: &Shared, name: &str) -> Result<Uuid, ApiError> {
-    if let Ok(id) = Uuid::try_parse(name)
-        && state.index.get(id).is_some()
-    {
-        return Ok(id);
-    }
-    state
-        .index
-        .by_key(&state.engine.config().agent, name)
-        .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("there is no session {name}")))
 }
 
 /// A request as the client sent it, read.
@@ -786,14 +773,9 @@ fn write_view(wire: Wire, body: &mut Map<String, Value>, view: &[Message]) -> Re
     };
     match wire {
         Wire::ChatCompletions => {
-            let mut messages = openai::to_values(view).map_err(written)?;
-            // Chat Completions has no input field for reasoning, and some
-            // servers refuse it in a request.
-            for m in &mut messages {
-                if let Some(object) = m.as_object_mut() {
-                    object.remove("reasoning_content");
-                }
-            }
+            let messages = agent_host_provider::chat_request_messages(view).map_err(|e| {
+                ApiError::new(ErrorKind::Internal, format!("cannot write the view: {e}"))
+            })?;
             body.insert("messages".into(), Value::Array(messages));
         }
         Wire::AnthropicMessages => {

@@ -114,7 +114,11 @@ pub(crate) struct AgentArg {
 
 /// The session `name` (an id, or a key of `agent`) names: from the index,
 /// else from the store (a session another process made).
-async fn resolve(state: &Shared, name: &str, agent: Option<&str>) -> ApiResult<SessionView> {
+pub(crate) async fn resolve(
+    state: &Shared,
+    name: &str,
+    agent: Option<&str>,
+) -> ApiResult<SessionView> {
     let reference = match Uuid::try_parse(name) {
         Ok(id) => {
             if let Some(view) = state.index.get(id) {

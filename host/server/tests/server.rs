@@ -1121,3 +1121,25 @@ async fn the_context_report_follows_appends_and_writes_around_the_server() {
     assert!(hidden_seen);
     s.stop().await;
 }
+
+/// An `Idempotency-Key` needs a store that keeps keys: the file store
+/// refuses it by name and appends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_on_a_store_without_keys_is_refused() {
+    let s = start(ServerConfig::default()).await;
+    s.post("/v1/sessions", json!({"key": "keyed"})).await;
+    let reply = s
+        .http
+        .post(s.url("/v1/sessions/keyed/messages"))
+        .header("idempotency-key", "request-1")
+        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::BAD_REQUEST);
+    let body: Value = reply.json().await.unwrap();
+    assert!(message(&body).contains("idempotency"), "{body}");
+    let (_, session) = s.get("/v1/sessions/keyed").await;
+    assert_eq!(session["message_count"], 0);
+    s.stop().await;
+}
