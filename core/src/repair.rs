@@ -312,8 +312,10 @@ fn clean_message(m: &mut Message, changes: &mut Vec<Repair>) {
             id: m.id.clone(),
             count: before - m.tool_calls.len(),
         });
-        m.invalidate_tokens();
     }
+    // Whatever was removed was counted: a count cached before (say, by the
+    // summary's trigger on the history as loaded) is stale now.
+    m.invalidate_tokens();
 }
 
 /// Which assistant message each kept result belongs to.
@@ -587,6 +589,33 @@ mod tests {
             }
         );
         assert!(validate(&out).is_empty());
+    }
+
+    #[test]
+    fn a_count_cached_before_repair_is_not_used_after_it() {
+        use crate::message::Reasoning;
+        use crate::tokens::{HeuristicCounter, TokenCounter};
+        let counter = HeuristicCounter::default();
+        let mut system = Message::system("You are an agent.").with_id("sys");
+        system.reasoning = Some(Reasoning {
+            text: "a long detached thought that was counted".into(),
+            ..Reasoning::default()
+        });
+        let mut user = Message::user("u").with_id("u1");
+        user.tool_call_id = Some("stray".into());
+        let mut assistant = call("a", &["c1", "c1"]);
+        assistant.push_tool_call("c2", "t", "{}");
+        let history = vec![system, user, assistant, result("r1", "c1"), result("r2", "c2")];
+        let before: Vec<u32> = history.iter().map(|m| m.tokens(&counter)).collect();
+        let (repaired, changes) = repair(history);
+        assert_eq!(changes.len(), 3, "{changes:?}");
+        for (i, m) in repaired.iter().enumerate() {
+            let fresh = counter.count_message(m);
+            assert_eq!(m.tokens(&counter), fresh, "{}", m.id);
+            if ["sys", "a"].contains(&m.id.as_str()) {
+                assert!(fresh < before[i], "{}: {fresh} < {}", m.id, before[i]);
+            }
+        }
     }
 
     #[test]
