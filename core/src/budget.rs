@@ -247,7 +247,13 @@ pub fn split_log(log: &[Message], checkpoint: Option<&Checkpoint>) -> LogSplit {
             boundary = Some(i);
         } else if summary.is_none() && m.id == cp.summary_id {
             summary = Some(i);
-        } else if last_covered.is_none() && Some(&m.id) == last_id {
+        } else if last_covered.is_none()
+            && boundary.is_some()
+            && summary.is_some()
+            && Some(&m.id) == last_id
+        {
+            // Covered messages precede the pair: a later message that
+            // reuses the id (a hostile or merged log) is not the one.
             last_covered = Some(i);
         }
         if boundary.is_some() && summary.is_some() && (last_covered.is_some() || last_id.is_none())
@@ -467,6 +473,15 @@ mod tests {
         };
         let view = build_view(&log, Some(&cp), &budget(10_000), &counter);
         assert_eq!(ids(&view), ["sys", "cp-b", "cp-s", "m4", "m5", "m6"]);
+        // A later message reusing the last covered id is not where the
+        // covered span ends: it is shown, and so is everything before it.
+        let mut reused = log.clone();
+        reused.extend([msg("m3", 10), msg("m7", 10)]);
+        let view = build_view(&reused, Some(&cp), &budget(10_000), &counter);
+        assert_eq!(
+            ids(&view),
+            ["sys", "cp-b", "cp-s", "m4", "m5", "m6", "m3", "m7"]
+        );
         // Without the checkpoint, everything but the orphaned pair shows.
         let view = build_view(&log, None, &budget(10_000), &counter);
         assert_eq!(view.len(), 8);

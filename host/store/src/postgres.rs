@@ -965,14 +965,11 @@ impl Inner {
                 TailStart::Newest(n) => i32::try_from(n.saturating_add(1))
                     .unwrap_or(i32::MAX)
                     .min(1024),
-                TailStart::AtId(_) => 64,
+                TailStart::AtId(_) | TailStart::Covered { .. } => 64,
             };
-            let enough = |newest: &[(i64, Message)]| match &from {
-                TailStart::Newest(n) => newest.len() >= *n,
-                TailStart::AtId(wanted) => newest.last().is_some_and(|(_, m)| m.id == *wanted),
-            };
+            let mut start = from.scan();
             'tail: loop {
-                if enough(&newest) {
+                if start.found() {
                     reached = false;
                     break;
                 }
@@ -981,7 +978,7 @@ impl Inner {
                     break;
                 }
                 for row in &rows {
-                    if enough(&newest) {
+                    if start.found() {
                         reached = false;
                         break 'tail;
                     }
@@ -990,6 +987,7 @@ impl Inner {
                     if let Some(message) =
                         self.parse_row(&session, seq, line.as_deref(), &mut newest_warnings)
                     {
+                        start.feed(&message);
                         newest.push((seq, message));
                     }
                 }

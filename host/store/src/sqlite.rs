@@ -672,12 +672,9 @@ impl SessionStore for SqliteStore {
                 )
                 .map_err(fail)?;
             let mut rows = select.query(params![id, head]).map_err(fail)?;
+            let mut start = from.scan();
             loop {
-                let enough = match &from {
-                    TailStart::Newest(n) => newest.len() >= *n,
-                    TailStart::AtId(wanted) => newest.last().is_some_and(|(_, m)| m.id == *wanted),
-                };
-                if enough {
+                if start.found() {
                     reached = false;
                     break;
                 }
@@ -686,6 +683,7 @@ impl SessionStore for SqliteStore {
                 };
                 tail_rows += 1;
                 if let (seq, Some(message)) = self.read_row(session, row, &mut newest_warnings)? {
+                    start.feed(&message);
                     newest.push((seq, message));
                 }
             }

@@ -21,6 +21,20 @@ pub enum TailStart {
     /// [`Tail::found`] says so (not a warning: a checkpoint may name messages
     /// a clear removed).
     AtId(String),
+    /// Where a checkpoint's history starts, as core's `budget::split_log`
+    /// finds it: from the newest message with id `last` that comes before
+    /// the newest messages with ids `boundary` and `summary` (the pair),
+    /// inclusive. A message after the pair that reuses `last` (a hostile or
+    /// merged log) is not the start. When there is no such message, the
+    /// tail is all of them and [`Tail::found`] is false.
+    Covered {
+        /// The id of the last message the checkpoint covers.
+        last: String,
+        /// The id of the checkpoint's boundary message.
+        boundary: String,
+        /// The id of the checkpoint's summary message.
+        summary: String,
+    },
     /// The newest `n` messages (all of them when there are fewer).
     Newest(usize),
 }
@@ -47,10 +61,80 @@ impl TailStart {
     ///     created: chrono::DateTime::UNIX_EPOCH,
     ///     usage: None,
     /// };
-    /// assert_eq!(TailStart::since(&checkpoint), Some(TailStart::AtId("m7".into())));
+    /// assert_eq!(
+    ///     TailStart::since(&checkpoint),
+    ///     Some(TailStart::Covered {
+    ///         last: "m7".into(),
+    ///         boundary: "checkpoint-m7-boundary".into(),
+    ///         summary: "checkpoint-m7-summary".into(),
+    ///     })
+    /// );
     /// ```
     pub fn since(checkpoint: &Checkpoint) -> Option<TailStart> {
-        checkpoint.covers.last().cloned().map(TailStart::AtId)
+        checkpoint.covers.last().map(|last| TailStart::Covered {
+            last: last.clone(),
+            boundary: checkpoint.boundary_id.clone(),
+            summary: checkpoint.summary_id.clone(),
+        })
+    }
+
+    /// A search for this start over messages fed newest first.
+    pub(crate) fn scan(&self) -> StartScan<'_> {
+        StartScan {
+            from: self,
+            seen: 0,
+            pair: (false, false),
+            found: false,
+        }
+    }
+}
+
+/// Looks for a [`TailStart`] among messages fed newest first, as every
+/// backend reads a log backwards: [`StartScan::found`] once the message just
+/// fed is the start (or, for [`TailStart::Newest`], once enough were fed).
+pub(crate) struct StartScan<'a> {
+    from: &'a TailStart,
+    seen: usize,
+    pair: (bool, bool),
+    found: bool,
+}
+
+impl StartScan<'_> {
+    /// Feeds the next message, going back; nothing changes once found.
+    pub(crate) fn feed(&mut self, m: &Message) {
+        if self.found {
+            return;
+        }
+        self.seen += 1;
+        self.found = match self.from {
+            TailStart::Newest(_) => false,
+            TailStart::AtId(id) => m.id == *id,
+            TailStart::Covered {
+                last,
+                boundary,
+                summary,
+            } => {
+                // In split_log's order: the newest boundary, the newest
+                // summary, then the covered id before both.
+                if !self.pair.0 && m.id == *boundary {
+                    self.pair.0 = true;
+                    false
+                } else if !self.pair.1 && m.id == *summary {
+                    self.pair.1 = true;
+                    false
+                } else {
+                    self.pair == (true, true) && m.id == *last
+                }
+            }
+        };
+    }
+
+    /// Whether the messages fed so far reach the start.
+    pub(crate) fn found(&self) -> bool {
+        match self.from {
+            TailStart::Newest(n) => self.seen >= *n,
+            _ => self.found,
+        }
     }
 }
 
@@ -128,9 +212,16 @@ impl Tail {
 pub(crate) fn start_in(after: &[Message], from: &TailStart) -> (usize, bool) {
     match from {
         TailStart::Newest(n) => (after.len().saturating_sub(*n), true),
-        TailStart::AtId(id) => match after.iter().rposition(|m| m.id == *id) {
-            Some(i) => (i, true),
-            None => (0, false),
-        },
+        _ => {
+            let mut scan = from.scan();
+            let start = after.iter().rposition(|m| {
+                scan.feed(m);
+                scan.found()
+            });
+            match start {
+                Some(i) => (i, true),
+                None => (0, false),
+            }
+        }
     }
 }

@@ -149,13 +149,24 @@ fn expected(log: &[Message], from: &TailStart) -> (Vec<Message>, Vec<Message>, u
         system_end += 1;
     }
     let after = &log[system_end..];
-    let (start, found) = match from {
-        TailStart::Newest(n) => (after.len().saturating_sub(*n), true),
-        TailStart::AtId(id) => match (0..after.len()).rev().find(|&i| after[i].id == *id) {
-            Some(i) => (i, true),
-            None => (0, false),
-        },
+    let newest = |id: &str, before: usize| (0..before).rev().find(|&i| after[i].id == id);
+    let start = match from {
+        TailStart::Newest(n) => Some(after.len().saturating_sub(*n)),
+        TailStart::AtId(id) => newest(id, after.len()),
+        // As core's split_log: the newest boundary; the newest summary that
+        // is not it; the newest covered id before both.
+        TailStart::Covered {
+            last,
+            boundary,
+            summary,
+        } => newest(boundary, after.len()).and_then(|b| {
+            let s = (0..after.len())
+                .rev()
+                .find(|&i| i != b && after[i].id == *summary)?;
+            newest(last, b.min(s))
+        }),
     };
+    let (start, found) = start.map_or((0, false), |i| (i, true));
     (
         log[..system_end].to_vec(),
         after[start..].to_vec(),
@@ -208,6 +219,7 @@ proptest! {
         batch in 1usize..9,
         newest in prop::collection::vec(0usize..70, 3),
         at in prop::collection::vec(0u8..56, 3),
+        covered in prop::collection::vec((0u8..50, 0u8..50, 0u8..50), 3),
     ) {
         let log = log_of(systems, &entries);
         let dir = TempDir::new().unwrap();
@@ -215,6 +227,12 @@ proptest! {
         // Ids from 48 on are in no log.
         starts.extend(at.into_iter().map(|i| TailStart::AtId(format!("m{i}"))));
         starts.push(TailStart::AtId("sys0".into()));
+        // Checkpoints over ids that recur: the start precedes the pair.
+        starts.extend(covered.into_iter().map(|(last, boundary, summary)| TailStart::Covered {
+            last: format!("m{last}"),
+            boundary: format!("m{boundary}"),
+            summary: format!("m{summary}"),
+        }));
         for (name, store) in backends(dir.path()) {
             let session = session_with(store.as_ref(), &log, batch);
             prop_assert_eq!(&store.load(&session).unwrap().messages, &log);
@@ -348,6 +366,41 @@ fn a_tail_from_the_checkpoint_gives_the_pipeline_the_same_view() {
             !view_ids(&from_boundary.into_log()).contains(&"m20".to_owned()),
             "{name}"
         );
+    }
+}
+
+#[test]
+fn a_later_message_reusing_the_last_covered_id_does_not_move_the_start() {
+    let (mut log, checkpoint) = compacted();
+    // A client appends a message whose id is the last covered one's: a tail
+    // that started at it would leave out the summary and m20 to m39.
+    log.push(message(Role::User, "m19"));
+    log.push(message(Role::Assistant, "m40"));
+    let budget = BudgetConfig {
+        context_limit: 1_000_000,
+        response_reserve: 0,
+        ..BudgetConfig::default()
+    };
+    let counter = HeuristicCounter::default();
+    let view_ids = |log: &[Message]| -> Vec<String> {
+        build_view(log, Some(&checkpoint), &budget, &counter)
+            .messages()
+            .map(|m| m.id.clone())
+            .collect()
+    };
+    let whole_view = view_ids(&log);
+    assert!(
+        whole_view.contains(&"checkpoint-m19-summary".to_owned()) && whole_view.len() == 25,
+        "{whole_view:?}"
+    );
+    let dir = TempDir::new().unwrap();
+    for (name, store) in backends(dir.path()) {
+        let session = session_with(store.as_ref(), &log, 4);
+        let from = TailStart::since(&checkpoint).unwrap();
+        let tail = store.load_tail(&session, from).unwrap();
+        assert!(tail.found, "{name}");
+        assert_eq!(tail.skipped, 19, "{name}: the start is the m19 before the pair");
+        assert_eq!(view_ids(&tail.into_log()), whole_view, "{name}");
     }
 }
 

@@ -177,16 +177,9 @@ fn read_back(file: &File, floor: u64, len: u64, from: &TailStart) -> io::Result<
         ..Back::default()
     };
     let placeholder = format!("jsonl-{UNNUMBERED:05}-");
-    let mut count = 0;
+    let mut start = from.scan();
     loop {
-        let enough = match from {
-            TailStart::Newest(n) => count >= *n,
-            TailStart::AtId(id) => back
-                .lines
-                .last()
-                .is_some_and(|l| l.iter().any(|m| m.id == *id)),
-        };
-        if enough {
+        if start.found() {
             break;
         }
         let Some((offset, line)) = lines.next_line()? else {
@@ -199,7 +192,9 @@ fn read_back(file: &File, floor: u64, len: u64, from: &TailStart) -> io::Result<
         back.findings
             .extend(with_bytes(scan.findings, &line, offset).map(|found| (from_end, found)));
         back.unnumbered |= scan.messages.iter().any(|m| m.id.starts_with(&placeholder));
-        count += scan.messages.len();
+        for m in scan.messages.iter().rev() {
+            start.feed(m);
+        }
         back.lines.push(scan.messages);
         back.start = offset;
     }
