@@ -289,9 +289,18 @@ pub(crate) fn open_engine(
     settings: &Settings,
     processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
 ) -> anyhow::Result<Engine> {
+    let store = crate::commands::sessions::open_store(&settings.store)?;
+    engine_on(settings, processors, store)
+}
+
+/// [`open_engine`] over `store`, opened by the caller.
+pub(crate) fn engine_on(
+    settings: &Settings,
+    processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
+    store: Box<dyn agent_host_store::SessionStore>,
+) -> anyhow::Result<Engine> {
     let mut config = settings.engine_config(processors);
     config.cache_dir = agent_host_runtime::CompileCache::default_root();
-    let store = crate::commands::sessions::open_store(&settings.store)?;
     engine_over(config, store, false)
 }
 

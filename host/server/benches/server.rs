@@ -41,7 +41,19 @@ struct Running {
 }
 
 async fn start(dir: &std::path::Path, config: ServerConfig) -> Running {
-    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir).unwrap());
+    start_on(dir, config, true).await
+}
+
+/// A server on the file store under `dir`: with group commit across
+/// sessions (as `agent-host serve` opens it), or syncing each append's log.
+async fn start_on(dir: &std::path::Path, config: ServerConfig, group_commit: bool) -> Running {
+    let files = FileStore::open(dir).unwrap();
+    let files = if group_commit {
+        files.with_group_commit().unwrap()
+    } else {
+        files
+    };
+    let store: Arc<dyn SessionStore> = Arc::new(files);
     let engine = Engine::new(EngineConfig::default(), store.clone(), &|_: &str| None).unwrap();
     let server = Server::new(engine, config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -326,30 +338,42 @@ fn main() {
         let run = start(&dir.path().join("store"), ServerConfig::default()).await;
         if runs("appends") {
             const CLIENTS: [usize; 3] = [1, 16, 256];
+            // The store as `agent-host serve` opens it (group commit across
+            // sessions), and the same store syncing each append's log: the
+            // baseline, in the same run.
+            const MODES: [(&str, bool); 2] = [
+                ("group commit across sessions (as `serve`)", true),
+                ("fdatasync per append (baseline)", false),
+            ];
             println!("load average before: {}", load_average());
-            // Per round: the raw rate, then (distinct, one) per client count.
+            // Per round: the raw rate, then per mode (distinct, one) per client count.
             let mut fsync = Vec::new();
-            let mut rates: Vec<[Vec<Rate>; 2]> = vec![[Vec::new(), Vec::new()]; CLIENTS.len()];
+            let mut rates: Vec<Vec<[Vec<Rate>; 2]>> =
+                vec![vec![[Vec::new(), Vec::new()]; CLIENTS.len()]; MODES.len()];
             for round in 1..=rounds {
                 fsync.push(raw_fsync_rate(dir.path(), seconds));
                 let mut line = format!("round {round}: raw {:.0}/s", fsync[round - 1]);
-                for (c, &clients) in CLIENTS.iter().enumerate() {
-                    let d = append_rate(&run, clients, true, seconds).await;
-                    let o = append_rate(&run, clients, false, seconds).await;
-                    line.push_str(&format!(
-                        "; {clients}: {:.0} / {:.0}",
-                        d.per_second, o.per_second
-                    ));
-                    rates[c][0].push(d);
-                    rates[c][1].push(o);
+                for (m, &(_, group_commit)) in MODES.iter().enumerate() {
+                    let mode_dir = tempfile::tempdir_in(dir.path()).unwrap();
+                    let run = start_on(mode_dir.path(), ServerConfig::default(), group_commit).await;
+                    line.push_str(if group_commit { "; group" } else { "; per append" });
+                    for (c, &clients) in CLIENTS.iter().enumerate() {
+                        let d = append_rate(&run, clients, true, seconds).await;
+                        let o = append_rate(&run, clients, false, seconds).await;
+                        line.push_str(&format!(
+                            " {clients}: {:.0} / {:.0}",
+                            d.per_second, o.per_second
+                        ));
+                        rates[m][c][0].push(d);
+                        rates[m][c][1].push(o);
+                    }
+                    let _ = run.stop.send(());
                 }
                 println!("{line}");
             }
             println!("load average after: {}", load_average());
             println!();
             println!("raw write+fdatasync, one thread: {:.0}/s (baseline)", median(&fsync));
-            println!("| clients | distinct sessions: appends/s | x one client | CPU per append | one session: appends/s | x one client | CPU per append |");
-            println!("|---:|---:|---:|---:|---:|---:|---:|");
             let rate = |runs: &[Rate]| median(&runs.iter().map(|r| r.per_second).collect::<Vec<_>>());
             let cpu = |runs: &[Rate]| {
                 let cpu: Vec<f64> = runs.iter().filter_map(|r| r.cpu_us).collect();
@@ -359,16 +383,22 @@ fn main() {
                     format!("{:.0} us", median(&cpu))
                 }
             };
-            let single = [rate(&rates[0][0]), rate(&rates[0][1])];
-            for (c, clients) in CLIENTS.iter().enumerate() {
-                let (d, o) = (rate(&rates[c][0]), rate(&rates[c][1]));
-                println!(
-                    "| {clients} | {d:.0} | {:.1} | {} | {o:.0} | {:.1} | {} |",
-                    d / single[0],
-                    cpu(&rates[c][0]),
-                    o / single[1],
-                    cpu(&rates[c][1]),
-                );
+            for (m, (name, _)) in MODES.iter().enumerate() {
+                println!();
+                println!("{name}:");
+                println!("| clients | distinct sessions: appends/s | x one client | CPU per append | one session: appends/s | x one client | CPU per append |");
+                println!("|---:|---:|---:|---:|---:|---:|---:|");
+                let single = [rate(&rates[m][0][0]), rate(&rates[m][0][1])];
+                for (c, clients) in CLIENTS.iter().enumerate() {
+                    let (d, o) = (rate(&rates[m][c][0]), rate(&rates[m][c][1]));
+                    println!(
+                        "| {clients} | {d:.0} | {:.1} | {} | {o:.0} | {:.1} | {} |",
+                        d / single[0],
+                        cpu(&rates[m][c][0]),
+                        o / single[1],
+                        cpu(&rates[m][c][1]),
+                    );
+                }
             }
             println!();
         }

@@ -29,6 +29,14 @@
 //! just before, are `<name>.meta.json.bak`: a file of its own, never a hard
 //! link to the metadata's inode, so damage to one never reaches the other.
 //!
+//! **Group commit** ([`FileStore::with_group_commit`], what `agent-host
+//! serve` opens): an append's lines go to its log unsynced and, as a record,
+//! to this process's journal (`<root>/journal/<uuid>.wal`); one write and
+//! `fdatasync` of the journal acknowledges every append waiting at that
+//! moment, whatever their sessions. The logs are synced when the journal
+//! wraps and before a clear or delete; a journal whose process is gone is
+//! replayed by the next open. See `file/journal.rs`.
+//!
 //! An append does not touch the metadata file. Its count and `updated` go to
 //! `<name>.state`, a fixed-size record (magic, version, the session's id, the
 //! count, `updated`, and a SHA-256-based checksum over the rest) that the
@@ -146,6 +154,8 @@ use super::{
 
 mod files;
 mod folder;
+#[cfg(unix)]
+mod journal;
 mod meta;
 mod tail;
 
@@ -219,6 +229,10 @@ pub struct FileStore {
     kept_ids: Mutex<HashMap<Uuid, Arc<RwLock<Slot>>>>,
     /// Where each session id seen so far lives.
     ids: Mutex<HashMap<Uuid, Location>>,
+    /// Group commit across sessions, when asked for
+    /// ([`FileStore::with_group_commit`]).
+    #[cfg(unix)]
+    journal: Option<journal::Journal>,
 }
 
 impl fmt::Debug for FileStore {
@@ -299,6 +313,24 @@ impl Location {
             media: self.media(),
         }
     }
+}
+
+/// Whether `log` holds only NUL bytes from `at` to `len`: what a crash
+/// leaves where the file's size was made durable and its data was not.
+#[cfg(unix)]
+fn zeros_from(log: &File, at: u64, len: u64) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut block = vec![0u8; 64 << 10];
+    let mut from = at;
+    while from < len {
+        let n = usize::try_from((len - from).min(block.len() as u64)).unwrap_or(block.len());
+        log.read_exact_at(&mut block[..n], from)?;
+        if block[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        from += n as u64;
+    }
+    Ok(true)
 }
 
 /// A session found on disk: where, and its metadata.
@@ -387,6 +419,177 @@ impl FileStore {
             max_kept: kept_limit(),
             kept_ids: Mutex::default(),
             ids: Mutex::default(),
+            #[cfg(unix)]
+            journal: None,
+        })
+        .and_then(|store| {
+            #[cfg(unix)]
+            store.recover()?;
+            Ok(store)
+        })
+    }
+
+    /// Acknowledges appends by group commit across sessions: each append's
+    /// lines go to its log unsynced and to this process's journal, and one
+    /// write and `fdatasync` of the journal makes every append waiting at
+    /// that moment durable, whatever their sessions (see `file/journal.rs`).
+    /// For a process that appends to many sessions at once: the server.
+    /// Elsewhere (not Unix) the store is returned as it is.
+    ///
+    /// A journal whose process is gone is replayed by the next
+    /// [`FileStore::open`] of the same folder, in any process.
+    pub fn with_group_commit(mut self) -> Result<Self> {
+        #[cfg(unix)]
+        {
+            let path = self.root.join(journal::FOLDER);
+            let made = Folder::root(&self.root)
+                .and_then(|root| {
+                    root.create_folder(journal::FOLDER)?;
+                    root.folder(journal::FOLDER)
+                })
+                .and_then(journal::Journal::create);
+            self.journal = Some(made.map_err(|e| io_error("cannot make the journal", &path, e))?);
+        }
+        Ok(self)
+    }
+
+    /// Makes the bytes just written at `offset` of `log` (the session
+    /// `id`'s) durable: through the journal when there is one and they fit
+    /// a record, else by syncing the log.
+    fn make_durable(&self, log: &File, id: Uuid, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        #[cfg(unix)]
+        if let Some(journal) = &self.journal
+            && bytes.len() <= journal::MAX_RECORD
+        {
+            return journal.commit(journal::Entry {
+                session: id,
+                log,
+                offset,
+                bytes,
+            });
+        }
+        let _ = (id, offset, bytes);
+        log.sync_data()
+    }
+
+    /// Before a log is emptied or removed: no journal record may refer to
+    /// its bytes any more.
+    fn journal_checkpoint(&self, ctx: &str) -> Result<()> {
+        #[cfg(unix)]
+        if let Some(journal) = &self.journal {
+            journal.checkpoint().map_err(|e| {
+                io_error(
+                    &format!("{ctx}: cannot sync the journal"),
+                    &self.root.join(journal::FOLDER),
+                    e,
+                )
+            })?;
+        }
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Replays the journals of processes that are gone (their lock is
+    /// free), then removes them; see `file/journal.rs`.
+    #[cfg(unix)]
+    fn recover(&self) -> Result<()> {
+        let path = self.root.join(journal::FOLDER);
+        let failed = |what: &str, e| io_error(&format!("recovery: {what}"), &path, e);
+        let dir = match Folder::root(&self.root).and_then(|root| root.folder(journal::FOLDER)) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(failed("cannot open the journal folder", e)),
+        };
+        let entries = dir
+            .entries()
+            .map_err(|e| failed("cannot read the journal folder", e))?;
+        for (name, kind) in entries {
+            let Some(name) = name.to_str().filter(|n| journal::is_journal(n)) else {
+                continue;
+            };
+            if kind != Some(Kind::File) {
+                continue;
+            }
+            let file = dir
+                .open(name, OpenAs::Read)
+                .map_err(|e| failed("cannot open a journal", e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                // Its process is alive.
+                Err(std::fs::TryLockError::WouldBlock) => continue,
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(failed("cannot lock a journal", e));
+                }
+            }
+            let len = file
+                .metadata()
+                .map_err(|e| failed("cannot read a journal", e))?
+                .len();
+            if len > journal::CAPACITY {
+                // Not one this store made: not read, not removed.
+                tracing::warn!(
+                    "{}: {len} bytes, more than a journal holds; not replayed",
+                    path.join(name).display()
+                );
+                continue;
+            }
+            if name.ends_with(".wal") {
+                let bytes = read_all(&file).map_err(|e| failed("cannot read a journal", e))?;
+                for record in journal::read(&bytes) {
+                    self.replay(&record)?;
+                }
+            }
+            dir.remove_file(name)
+                .map_err(|e| failed("cannot remove a replayed journal", e))?;
+        }
+        dir.sync()
+            .map_err(|e| failed("cannot sync the journal folder", e))
+    }
+
+    /// Makes one journaled append present in its session's log, and
+    /// durable; a log cleared or replaced since is left alone.
+    #[cfg(unix)]
+    fn replay(&self, record: &journal::Record) -> Result<()> {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let session = SessionRef::Id(record.session);
+        let Some((loc, _)) = self.locate(&session)? else {
+            tracing::warn!(
+                "recovery: session {session} is gone; its journaled append is not replayed"
+            );
+            return Ok(());
+        };
+        self.exclusive_at(&loc, &session, |held| {
+            let (ctx, path) = (held.ctx, held.loc.log());
+            let failed = |e| io_error(&format!("{ctx}: recovery"), &path, e);
+            let meta = held.log.metadata().map_err(failed)?;
+            let (at, n) = (record.offset, record.bytes.len() as u64);
+            if meta.ino() != record.inode || meta.len() < at {
+                tracing::warn!(
+                    "{}: {ctx}: cleared or replaced since a journaled append at byte {at}; not replayed",
+                    path.display()
+                );
+                return Ok(());
+            }
+            let have = usize::try_from(meta.len().min(at + n) - at).unwrap_or(usize::MAX);
+            let mut found = vec![0; have];
+            held.log.read_exact_at(&mut found, at).map_err(failed)?;
+            if found == record.bytes[..have] {
+                if have < record.bytes.len() {
+                    (&held.log).write_all(&record.bytes[have..]).map_err(failed)?;
+                }
+            } else if meta.len() <= at + n || zeros_from(&held.log, at, meta.len()).map_err(failed)? {
+                // A torn write of these bytes, or blocks a crash left
+                // unwritten (zeros to the end): written again.
+                cut(&held.log, at).map_err(failed)?;
+                (&held.log).write_all(&record.bytes).map_err(failed)?;
+            } else {
+                tracing::warn!(
+                    "{}: {ctx}: other bytes than a journaled append's at byte {at}; not replayed",
+                    path.display()
+                );
+                return Ok(());
+            }
+            held.log.sync_data().map_err(failed)
         })
     }
 
@@ -836,9 +1039,10 @@ impl FileStore {
         }
         let before = open.meta.meta.version();
         let end = open.log_stamp.len;
+        let id = open.meta.meta.id;
         let written = (&open.log)
             .write_all(buf)
-            .and_then(|()| open.log.sync_data());
+            .and_then(|()| self.make_durable(&open.log, id, end, buf));
         if let Err(e) = written {
             // Never leave half a turn for the next append to glue onto.
             let _ = cut(&open.log, end);
@@ -885,6 +1089,7 @@ impl FileStore {
     fn finish_clear(&self, held: &mut Held<'_>) -> Result<()> {
         let ctx = held.ctx;
         let loc = held.loc;
+        self.journal_checkpoint(ctx)?;
         cut(&held.log, 0).map_err(|e| io_error(&format!("{ctx}: cannot clear"), &loc.log(), e))?;
         crash_point();
         held.dir
@@ -1292,6 +1497,7 @@ impl FileStore {
     /// Links among the files are removed, never followed.
     fn remove_held(&self, held: &Held<'_>) -> Result<()> {
         let (ctx, loc, dir) = (held.ctx, held.loc, &held.dir);
+        self.journal_checkpoint(ctx)?;
         dir.remove_file(loc.file(META))
             .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.meta(), e))?;
         sync_dir(dir, &loc.dir, ctx)?;
@@ -1425,9 +1631,10 @@ impl SessionStore for FileStore {
                 .metadata()
                 .map_err(|e| io_error(&format!("{ctx}: cannot read"), &path, e))?
                 .len();
+            let id = held.meta.meta.id;
             let written = (&held.log)
                 .write_all(&buf)
-                .and_then(|()| held.log.sync_data());
+                .and_then(|()| self.make_durable(&held.log, id, end, &buf));
             if let Err(e) = written {
                 // Never leave half a turn for the next append to glue onto.
                 let _ = cut(&held.log, end);

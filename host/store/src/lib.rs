@@ -61,7 +61,9 @@ mod tail;
 pub mod testing;
 
 pub use file::{FileStore, SessionFiles};
-pub use open::{DEFAULT_STORE, SQLITE_PREFIX, exists, is_postgres, open, redact};
+pub use open::{
+    DEFAULT_STORE, SQLITE_PREFIX, exists, is_postgres, open, open_for_concurrent_appends, redact,
+};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use tail::{Tail, TailStart};

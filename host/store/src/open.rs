@@ -73,6 +73,17 @@ pub fn open(spec: &str) -> Result<Box<dyn SessionStore>> {
     Ok(Box::new(FileStore::open(spec)?))
 }
 
+/// [`open`] for a process that appends to many sessions at once (the
+/// server): a folder store acknowledges appends by group commit across
+/// sessions ([`FileStore::with_group_commit`]); the other backends are as
+/// [`open`] gives them (their own commits group already).
+pub fn open_for_concurrent_appends(spec: &str) -> Result<Box<dyn SessionStore>> {
+    if is_postgres(spec) || spec.starts_with(SQLITE_PREFIX) || spec.is_empty() {
+        return open(spec);
+    }
+    Ok(Box::new(FileStore::open(spec)?.with_group_commit()?))
+}
+
 fn open_sqlite(path: &Path) -> Result<Box<dyn SessionStore>> {
     Ok(Box::new(SqliteStore::open(path)?))
 }

@@ -18,6 +18,21 @@ agent_host_store::store_contract_tests!(
     after_kill = Some(super::torn_tails_reach_the_sidecar),
 );
 
+// The same contract and crash suite with group commit across sessions (the
+// journal `agent-host serve` writes through); a plain open after each kill
+// replays the killed process's journal.
+agent_host_store::store_contract_tests!(
+    file_group_commit,
+    |dir, clock| Box::new(
+        agent_host_store::FileStore::open(dir.join("store"))
+            .and_then(agent_host_store::FileStore::with_group_commit)
+            .expect("the store opens")
+            .with_clock(clock.source())
+    ),
+    |dir| Box::new(agent_host_store::FileStore::open(dir.join("store")).expect("the store opens")),
+    after_kill = Some(super::torn_tails_reach_the_sidecar),
+);
+
 agent_host_store::store_contract_tests!(
     sqlite,
     |dir, clock| Box::new(

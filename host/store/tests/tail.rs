@@ -399,7 +399,10 @@ fn a_later_message_reusing_the_last_covered_id_does_not_move_the_start() {
         let from = TailStart::since(&checkpoint).unwrap();
         let tail = store.load_tail(&session, from).unwrap();
         assert!(tail.found, "{name}");
-        assert_eq!(tail.skipped, 19, "{name}: the start is the m19 before the pair");
+        assert_eq!(
+            tail.skipped, 19,
+            "{name}: the start is the m19 before the pair"
+        );
         assert_eq!(view_ids(&tail.into_log()), whole_view, "{name}");
     }
 }

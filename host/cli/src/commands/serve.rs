@@ -142,7 +142,15 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
             .map(|p| (p.clone(), ProcessorOptions::default()))
             .collect()
     });
-    let engine = crate::open_engine(settings, processors)?;
+    // Many clients append at once: a folder store groups their syncs.
+    let store =
+        agent_host_store::open_for_concurrent_appends(&settings.store).with_context(|| {
+            format!(
+                "cannot open the session store {}",
+                agent_host_store::redact(&settings.store)
+            )
+        })?;
+    let engine = crate::engine_on(settings, processors, store)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("agent-host-server")
         .enable_all()
