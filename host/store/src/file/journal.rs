@@ -180,9 +180,8 @@ impl Journal {
             return Err(io::Error::other(why.clone()));
         }
         let key = (meta.dev(), meta.ino());
-        if !st.dirty.contains_key(&key) {
-            let log = entry.log.try_clone()?;
-            st.dirty.insert(key, log);
+        if let std::collections::hash_map::Entry::Vacant(slot) = st.dirty.entry(key) {
+            slot.insert(entry.log.try_clone()?);
         }
         st.added += 1;
         let mine = st.added;
