@@ -201,7 +201,7 @@ fn a_log_cleared_or_rewritten_since_is_left_as_it_is() {
     fs::write(store.files(&b).unwrap().log, &line).unwrap();
     let reopened = FileStore::open(dir.path()).unwrap();
     assert!(texts(&reopened, &a).is_empty(), "a cleared log stays empty");
-    assert_eq!(texts(&reopened, &b), [other.content.clone()]);
+    assert_eq!(texts(&reopened, &b), vec![other.content]);
     assert!(!dead.exists());
 }
 
