@@ -490,19 +490,35 @@ impl FileStore {
     }
 
     /// Replays the journals of processes that are gone (their lock is
-    /// free), then removes them; see `file/journal.rs`.
+    /// free), then removes them; see `file/journal.rs`. The records of every
+    /// such journal are replayed together in log order per session (two
+    /// processes may have appended to one session). What cannot be read or
+    /// replayed is a warning and stays for the next open: a store folder
+    /// with something strange in `journal/` still opens.
     #[cfg(unix)]
     fn recover(&self) -> Result<()> {
         let path = self.root.join(journal::FOLDER);
-        let failed = |what: &str, e| io_error(&format!("recovery: {what}"), &path, e);
+        let warn = |what: &str, e: &dyn std::fmt::Display| {
+            tracing::warn!("{}: recovery: {what}: {e}", path.display());
+        };
         let dir = match Folder::root(&self.root).and_then(|root| root.folder(journal::FOLDER)) {
             Ok(dir) => dir,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(failed("cannot open the journal folder", e)),
+            Err(e) => {
+                warn("cannot open the journal folder", &e);
+                return Ok(());
+            }
         };
-        let entries = dir
-            .entries()
-            .map_err(|e| failed("cannot read the journal folder", e))?;
+        let entries = match dir.entries() {
+            Ok(entries) => entries,
+            Err(e) => {
+                warn("cannot read the journal folder", &e);
+                return Ok(());
+            }
+        };
+        // Dead journals, held locked until they are removed.
+        let mut dead = Vec::new();
+        let mut records = Vec::new();
         for (name, kind) in entries {
             let Some(name) = name.to_str().filter(|n| journal::is_journal(n)) else {
                 continue;
@@ -510,40 +526,69 @@ impl FileStore {
             if kind != Some(Kind::File) {
                 continue;
             }
-            let file = dir
-                .open(name, OpenAs::Read)
-                .map_err(|e| failed("cannot open a journal", e))?;
+            let opened = dir.open(name, OpenAs::Read).and_then(|file| {
+                let len = file.metadata()?.len();
+                Ok((file, len))
+            });
+            let (file, len) = match opened {
+                Ok(opened) => opened,
+                Err(e) => {
+                    warn(&format!("cannot open {name}"), &e);
+                    continue;
+                }
+            };
             match file.try_lock() {
                 Ok(()) => {}
                 // Its process is alive.
                 Err(std::fs::TryLockError::WouldBlock) => continue,
                 Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(failed("cannot lock a journal", e));
+                    warn(&format!("cannot lock {name}"), &e);
+                    continue;
                 }
             }
-            let len = file
-                .metadata()
-                .map_err(|e| failed("cannot read a journal", e))?
-                .len();
             if len > journal::CAPACITY {
-                // Not one this store made: not read, not removed.
-                tracing::warn!(
-                    "{}: {len} bytes, more than a journal holds; not replayed",
-                    path.join(name).display()
+                warn(
+                    name,
+                    &format!("{len} bytes, more than a journal holds; not replayed"),
                 );
                 continue;
             }
             if name.ends_with(".wal") {
-                let bytes = read_all(&file).map_err(|e| failed("cannot read a journal", e))?;
-                for record in journal::read(&bytes) {
-                    self.replay(&record)?;
+                match read_all(&file) {
+                    Ok(bytes) => records.extend(journal::read(&bytes)),
+                    Err(e) => {
+                        warn(&format!("cannot read {name}"), &e);
+                        continue;
+                    }
                 }
             }
-            dir.remove_file(name)
-                .map_err(|e| failed("cannot remove a replayed journal", e))?;
+            dead.push((name.to_owned(), file));
         }
-        dir.sync()
-            .map_err(|e| failed("cannot sync the journal folder", e))
+        records.sort_by_key(|r| (r.session, r.offset));
+        let mut replayed = true;
+        for record in &records {
+            if let Err(e) = self.replay(record) {
+                warn(
+                    &format!(
+                        "session {}: the journaled append at byte {}",
+                        record.session, record.offset
+                    ),
+                    &error_chain(&e),
+                );
+                replayed = false;
+            }
+        }
+        if replayed {
+            for (name, _file) in &dead {
+                if let Err(e) = dir.remove_file(name) {
+                    warn(&format!("cannot remove {name}"), &e);
+                }
+            }
+            if let Err(e) = dir.sync() {
+                warn("cannot sync the journal folder", &e);
+            }
+        }
+        Ok(())
     }
 
     /// Makes one journaled append present in its session's log, and
@@ -570,14 +615,15 @@ impl FileStore {
                 );
                 return Ok(());
             }
-            let have = usize::try_from(meta.len().min(at + n) - at).unwrap_or(usize::MAX);
+            let have = usize::try_from(meta.len().min(at.saturating_add(n)) - at)
+                .unwrap_or(usize::MAX);
             let mut found = vec![0; have];
             held.log.read_exact_at(&mut found, at).map_err(failed)?;
             if found == record.bytes[..have] {
                 if have < record.bytes.len() {
                     (&held.log).write_all(&record.bytes[have..]).map_err(failed)?;
                 }
-            } else if meta.len() <= at + n || zeros_from(&held.log, at, meta.len()).map_err(failed)? {
+            } else if meta.len() <= at.saturating_add(n) || zeros_from(&held.log, at, meta.len()).map_err(failed)? {
                 // A torn write of these bytes, or blocks a crash left
                 // unwritten (zeros to the end): written again.
                 cut(&held.log, at).map_err(failed)?;

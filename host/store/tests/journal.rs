@@ -244,3 +244,41 @@ fn a_journal_being_made_by_a_process_that_died_is_removed() {
     let _store = FileStore::open(dir.path()).unwrap();
     assert!(!half.exists());
 }
+
+#[test]
+fn two_dead_processes_appending_to_one_session_are_replayed_in_log_order() {
+    let dir = TempDir::new().unwrap();
+    let first = FileStore::open(dir.path())
+        .unwrap()
+        .with_group_commit()
+        .unwrap();
+    let s = session(&first, "shared");
+    first.clear(&s).unwrap();
+    let second = FileStore::open(dir.path())
+        .unwrap()
+        .with_group_commit()
+        .unwrap();
+    let live = journals(dir.path());
+    assert_eq!(live.len(), 2);
+    // Each process's journal holds every other turn.
+    for i in 0..6 {
+        let store = if i % 2 == 0 { &first } else { &second };
+        store.append(&s, &[Message::user(format!("m{i}"))]).unwrap();
+    }
+    let whole = texts(&first, &s);
+    for (n, journal) in live.iter().enumerate() {
+        fs::copy(
+            journal,
+            dir.path().join("journal").join(format!("{n}-dead.wal")),
+        )
+        .unwrap();
+    }
+    crash(&first, &s, 0, false);
+    let reopened = FileStore::open(dir.path()).unwrap();
+    assert_eq!(texts(&reopened, &s), whole);
+    assert_eq!(
+        journals(dir.path()),
+        live,
+        "only the live journals are left"
+    );
+}
