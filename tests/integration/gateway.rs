@@ -64,7 +64,25 @@ fn redact_secrets_keeps_keys_from_the_upstream_and_in_the_store() {
             .to_owned();
         assert_eq!(status, 200);
         assert_eq!(processors, "redact-secrets=applied");
-        reply.json().await.unwrap()
+        let reply: Value = reply.json().await.unwrap();
+        // The exchange is stored just after the client has the answer: wait
+        // for its request to end before killing the server.
+        for _ in 0..500 {
+            let listed: Value = reqwest::get(format!("{base}/v1/sessions/with-secrets/requests"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap_or_default();
+            let ended = listed["requests"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|r| r["outcome"] != "in_progress"));
+            if ended {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        reply
     });
     assert!(
         reply["choices"][0]["message"]["content"].is_string(),
