@@ -110,7 +110,10 @@ impl Engine {
             .prepare_blocking(
                 log,
                 checkpoint.clone(),
-                Mode::default(),
+                Mode {
+                    trace: true,
+                    ..Mode::default()
+                },
                 info,
                 chain,
                 observer.clone(),

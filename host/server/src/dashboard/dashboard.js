@@ -69,6 +69,16 @@
     });
   }
 
+  // The report form: a chosen file's text goes into the text box.
+  var file = document.getElementById("report-file");
+  var text = document.getElementById("report-text");
+  if (file && text) {
+    file.addEventListener("change", function () {
+      if (!file.files || !file.files[0]) return;
+      file.files[0].text().then(function (t) { text.value = t; say("read " + file.files[0].name); });
+    });
+  }
+
   meters();
   if (!window.EventSource) return;
   var url = "/v1/events" + (session ? "?session=" + encodeURIComponent(session) : "");
