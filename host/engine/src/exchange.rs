@@ -53,13 +53,15 @@ impl Engine {
     /// messages get fresh ids, the session's agent, `channel` and the time;
     /// they are stored now when the session is new or a checkpoint was
     /// made, else left [pending](Ready::pending) for
-    /// [`Engine::store_exchange`] to write with the answer.
+    /// [`Engine::store_exchange`] to write with the answer. With `trace`,
+    /// [`Prepared::stages`] says what each stage did.
     pub async fn exchange(
         &self,
         session: SessionRef,
         mut client: Vec<Message>,
         channel: &str,
         chain: Option<ProcessorChain>,
+        trace: bool,
         observer: Arc<dyn Observer>,
     ) -> Result<Exchange> {
         if client.is_empty() {
@@ -111,7 +113,7 @@ impl Engine {
                 log,
                 checkpoint.clone(),
                 Mode {
-                    trace: true,
+                    trace,
                     ..Mode::default()
                 },
                 info,

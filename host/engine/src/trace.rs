@@ -174,16 +174,12 @@ pub fn processor_stage(
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    let steps = report
-        .repairs
-        .iter()
-        .map(|r| format!("repair: {r}"))
-        .chain(
-            report
-                .logs
-                .iter()
-                .map(|l| format!("log {}: {}", l.level, l.text)),
-        );
+    let steps = report.repairs.iter().map(|r| format!("repair: {r}")).chain(
+        report
+            .logs
+            .iter()
+            .map(|l| format!("log {}: {}", l.level, l.text)),
+    );
     StageReport {
         name: report.name.clone(),
         kind: StageKind::Processor,

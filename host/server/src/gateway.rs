@@ -29,7 +29,9 @@
 //! `x-agent-host-processors`, `x-agent-host-request`), and the request's
 //! record (what each stage did) is at
 //! `GET /v1/sessions/{id}/requests/{n}`; the newest [`KEPT_RECORDS`] of a
-//! session are kept, in memory.
+//! session are kept, in memory, the newest [`KEPT_DIFFS`] with a bounded
+//! diff of the messages each stage kept, dropped, replaced and inserted
+//! (the dashboard's request page shows them).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -673,6 +675,7 @@ async fn prepare(
                 asked.messages.clone(),
                 CHANNEL,
                 None,
+                state.config.request_stages,
                 observer,
             )
             .await?;

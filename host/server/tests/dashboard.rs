@@ -15,9 +15,9 @@ use agent_host_core::pipeline::PipelineConfig;
 use agent_host_engine::{Engine, EngineConfig};
 use agent_host_provider::{ProviderKind, ProviderSettings};
 use agent_host_runtime::ProcessorOptions;
-use agent_host_testkit::model_server::{Answer, LlmServer, Scripted, Wire};
 use agent_host_server::{Scope, Server, ServerConfig, Tokens};
 use agent_host_store::{FileStore, SessionStore};
+use agent_host_testkit::model_server::{Answer, LlmServer, Scripted, Wire};
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -231,7 +231,12 @@ async fn the_dashboard_in_a_real_browser() {
         {"type": "image_url", "image_url": {"url": "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9ImFsZXJ0KDEpIi8+"}},
         {"type": "image_url", "image_url": {"url": "javascript:alert(1)//\" onerror=\"alert(2)"}}
     ]}]});
-    post(&http, format!("{base}/v1/sessions/{gamma}/messages"), pictures).await;
+    post(
+        &http,
+        format!("{base}/v1/sessions/{gamma}/messages"),
+        pictures,
+    )
+    .await;
 
     // Without a token, a page asks to sign in; a wrong token is refused.
     client.goto(&format!("{base}/")).await.unwrap();
@@ -280,11 +285,7 @@ async fn the_dashboard_in_a_real_browser() {
     assert!(channels.contains("telegram"), "{channels}");
     type_in(&client, "input[name=channel]", "telegram").await;
     click(&client, "form.filters button.primary").await;
-    wait_for(
-        &client,
-        Locator::XPath("//p[contains(., '1 shown of')]"),
-    )
-    .await;
+    wait_for(&client, Locator::XPath("//p[contains(., '1 shown of')]")).await;
     let rows = client
         .find_all(Locator::Css("#sessions tbody tr"))
         .await
@@ -308,12 +309,19 @@ async fn the_dashboard_in_a_real_browser() {
         Locator::Css("a[href='https://images.example.com/cat.png']"),
     )
     .await;
-    assert_eq!(link.attr("rel").await.unwrap().as_deref(), Some("noopener noreferrer nofollow"));
+    assert_eq!(
+        link.attr("rel").await.unwrap().as_deref(),
+        Some("noopener noreferrer nofollow")
+    );
     let alerted = client
-        .execute("return document.querySelectorAll('[onerror],[onload]').length", vec![])
+        .execute(
+            "return document.querySelectorAll('[onerror],[onload]').length",
+            vec![],
+        )
         .await
         .unwrap();
     assert_eq!(alerted, json!(0), "no handler got into the page");
+    scroll_to(&client, "#timeline").await;
     shot(&client, "1c-images").await;
 
     // A session: zones, the chart, the timeline with its summary marker.
@@ -373,6 +381,29 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(meta["title"], "Renamed <b>in the browser</b>");
+
+    // Without the script, the list draws the meters of the reports at hand
+    // (this session's was made for its page), under a policy that runs no
+    // script but its own.
+    let plain = http
+        .get(format!("{base}/"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let policy = plain.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.contains("script-src 'self'") && policy.contains("img-src 'self' data:"),
+        "{policy}"
+    );
+    let html = plain.text().await.unwrap();
+    assert!(
+        html.contains("% of the compaction point</small>"),
+        "no meter drawn: {html}"
+    );
 
     // A new message arrives live, without a reload.
     wait_for(
@@ -463,9 +494,10 @@ async fn gateway(dir: &std::path::Path, upstream: &LlmServer) -> String {
         processors: vec![(agent_host_test_artifacts::EDITS.into(), edits)],
         ..EngineConfig::default()
     };
-    let engine = tokio::task::spawn_blocking(move || Engine::new(config, store, &|_: &str| None).unwrap())
-        .await
-        .unwrap();
+    let engine =
+        tokio::task::spawn_blocking(move || Engine::new(config, store, &|_: &str| None).unwrap())
+            .await
+            .unwrap();
     let server = Server::new(engine, ServerConfig::default()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -498,22 +530,38 @@ async fn a_request_diff_in_a_real_browser() {
         .await
         .unwrap();
     assert!(reply.status().is_success(), "{}", reply.status());
-    let session = reply.headers()["x-agent-host-session"].to_str().unwrap().to_owned();
+    let session = reply.headers()["x-agent-host-session"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(reply.headers()["x-agent-host-request"], "1");
     let sent = upstream.requests();
     assert!(sent[0].contains("Shortened by the processor."));
 
     // From the list to the session's requests, to the request.
-    client.goto(&format!("{base}/?channel=gateway")).await.unwrap();
+    client
+        .goto(&format!("{base}/?channel=gateway"))
+        .await
+        .unwrap();
     click(&client, "#sessions a[href$='#requests']").await;
     click(&client, "#requests a[href$='/requests/1']").await;
     wait_for(&client, Locator::XPath("//h1[contains(., 'Request #1')]")).await;
-    assert!(client.current_url().await.unwrap().path().ends_with(&format!("/sessions/{session}/requests/1")));
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with(&format!("/sessions/{session}/requests/1"))
+    );
 
     // Stage 1, the pipeline: the oldest messages dropped, struck out, their
     // text behind a disclosure.
     let pipeline = text_of(&client, "#stage-1 h3").await;
-    assert!(pipeline.contains("pipeline") && pipeline.contains("changed"), "{pipeline}");
+    assert!(
+        pipeline.contains("pipeline") && pipeline.contains("changed"),
+        "{pipeline}"
+    );
     let dropped = wait_for(
         &client,
         Locator::XPath(
@@ -521,10 +569,20 @@ async fn a_request_diff_in_a_real_browser() {
         ),
     )
     .await;
-    dropped.find(Locator::Css("summary")).await.unwrap().click().await.unwrap();
+    dropped
+        .find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let struck = dropped.find(Locator::Css("del .text")).await.unwrap();
     assert!(struck.text().await.unwrap().contains("explain the build"));
-    assert!(text_of(&client, "#stage-1 ul.steps").await.contains("older messages left out"));
+    assert!(
+        text_of(&client, "#stage-1 ul.steps")
+            .await
+            .contains("older messages left out")
+    );
 
     // Stage 2, the processor: a message beside its replacement, and one
     // inserted.
@@ -534,7 +592,11 @@ async fn a_request_diff_in_a_real_browser() {
     let after = text_of(&client, "#stage-2 li.replaced .after ins").await;
     assert!(before.starts_with("Step 8: explain the build"), "{before}");
     assert_eq!(after, "Shortened by the processor.");
-    assert!(text_of(&client, "#stage-2 li.inserted ins").await.contains("A note from the processor."));
+    assert!(
+        text_of(&client, "#stage-2 li.inserted ins")
+            .await
+            .contains("A note from the processor.")
+    );
     scroll_to(&client, "#stage-2").await;
     shot(&client, "6-request-diff").await;
     client.set_window_size(390, 844).await.unwrap();
@@ -555,11 +617,24 @@ async fn a_request_diff_in_a_real_browser() {
     client.goto(&format!("{base}/reports")).await.unwrap();
     let area = wait_for(&client, Locator::Css("textarea[name=report]")).await;
     client
-        .execute("arguments[0].value = arguments[1]", vec![serde_json::to_value(&area).unwrap(), json!(report.to_string())])
+        .execute(
+            "arguments[0].value = arguments[1]",
+            vec![
+                serde_json::to_value(&area).unwrap(),
+                json!(report.to_string()),
+            ],
+        )
         .await
         .unwrap();
     click(&client, "form[action='/reports'] button").await;
     let dropped = wait_for(&client, Locator::Css("#stage-1 li.dropped summary")).await;
-    assert!(dropped.text().await.unwrap().contains("<script>alert(1)</script>"), "shown as text");
+    assert!(
+        dropped
+            .text()
+            .await
+            .unwrap()
+            .contains("<script>alert(1)</script>"),
+        "shown as text"
+    );
     client.close().await.unwrap();
 }

@@ -53,6 +53,7 @@
           var fill = cell.querySelector(".fill");
           fill.style.width = pct.toFixed(1) + "%";
           fill.className = "fill" + (pct >= 95 ? " full" : pct >= 75 ? " high" : "");
+          bar.querySelectorAll(".mark").forEach(function (m) { m.remove(); });
           if (trigger && window_) {
             var mark = document.createElement("span");
             mark.className = "mark";

@@ -3,8 +3,13 @@
 //! `GET /` lists the sessions (searchable, filterable, paged), `GET
 //! /sessions/{id}` shows one: its facts, exactly what would be sent now split
 //! into its zones, context use over its messages with compaction points
-//! marked, and its conversation as a timeline with summary checkpoints as
-//! markers. Every page reads with JavaScript off; a small embedded script
+//! marked, its conversation as a timeline with summary checkpoints as
+//! markers, and its requests through the gateway; `GET
+//! /sessions/{id}/requests/{n}` shows one of them: each stage in order with
+//! its time, outcome and a diff of the messages (a dropped one struck out
+//! and folded, a replaced one beside its replacement). `/reports` shows a
+//! `run --report` file the same way, and `/processors` the processors and
+//! their recent calls. Every page reads with JavaScript off; a small embedded script
 //! makes them live (they follow `GET /v1/events`) and fills the list's
 //! context meters. No CDN, nothing fetched from elsewhere; everything a
 //! history holds is escaped by the templates (maud).
@@ -230,6 +235,7 @@ async fn list(
         channel: query.channel.as_deref().unwrap_or(""),
         state: wanted,
         requests: &|id| state.records.count(id),
+        report: &|id| state.hot.last_report(id),
         total: state.index.len(),
         signed_in: !state.config.tokens.is_empty(),
     }))

@@ -71,6 +71,8 @@ pub(super) struct ListView<'a> {
     pub state: Option<SessionState>,
     /// How many gateway requests of a session are kept.
     pub requests: &'a dyn Fn(uuid::Uuid) -> usize,
+    /// A session's last context report, when one is at hand.
+    pub report: &'a dyn Fn(uuid::Uuid) -> Option<std::sync::Arc<ContextReport>>,
     pub total: usize,
     pub signed_in: bool,
 }
@@ -141,12 +143,7 @@ pub(super) fn list(v: &ListView<'_>) -> Markup {
                                     td.hide-narrow { @if let Some(t) = &s.last_activity { (when(t)) } }
                                     td.num { (s.message_count) }
                                     td.num.hide-narrow { (s.checkpoints) }
-                                    td {
-                                        div.meter data-context={"/v1/sessions/" (s.id) "/context"} {
-                                            div.bar role="img" aria-label="context use" { span.fill style="width:0" {} }
-                                            small { a href={"/sessions/" (s.id)} { "open" } }
-                                        }
-                                    }
+                                    td { (meter(s.id, (v.report)(s.id).as_deref())) }
                                 }
                             }
                         }
@@ -161,6 +158,54 @@ pub(super) fn list(v: &ListView<'_>) -> Markup {
         }
     };
     layout("Sessions", None, body)
+}
+
+/// A session's context meter: its use against the window, the compaction
+/// point marked. Drawn here from the last report at hand (so it reads with
+/// JavaScript off); the script draws it from a fresh one.
+fn meter(id: uuid::Uuid, report: Option<&ContextReport>) -> Markup {
+    let Some(r) = report else {
+        return html! {
+            div.meter data-context={"/v1/sessions/" (id) "/context"} {
+                div.bar role="img" aria-label="context use not measured yet" { span.fill style="width:0" {} }
+                small { a href={"/sessions/" (id)} { "open" } }
+            }
+        };
+    };
+    let used = r.tokens.total;
+    let window = r.context_limit;
+    let pct = if window == 0 {
+        0.0
+    } else {
+        (100.0 * f64::from(used) / f64::from(window)).min(100.0)
+    };
+    let level = if pct >= 95.0 {
+        "fill full"
+    } else if pct >= 75.0 {
+        "fill high"
+    } else {
+        "fill"
+    };
+    let trigger = r
+        .triggers
+        .iter()
+        .rfind(|t| t.name == "tokens" || t.name == "fraction");
+    let mut label = format!("{used} / {window} tokens");
+    if let Some(t) = trigger {
+        label.push_str(&format!(" · {:.0}% of the compaction point", t.percent));
+    }
+    html! {
+        div.meter data-context={"/v1/sessions/" (id) "/context"} {
+            div.bar role="img" aria-label=(label) {
+                span class=(level) style={"width:" (format!("{pct:.1}")) "%"} {}
+                @if let (Some(t), true) = (trigger, window > 0) {
+                    span.mark style={"left:" (format!("{:.1}", (100.0 * t.limit as f64 / f64::from(window)).min(100.0))) "%"}
+                        title={"compacts at " (t.limit) " tokens"} {}
+                }
+            }
+            small { (label) }
+        }
+    }
 }
 
 fn enc(text: &str) -> String {
@@ -889,4 +934,44 @@ pub(super) fn run_report(r: &super::RunReport) -> Markup {
         (stages(r.stages.as_deref().unwrap_or_default()))
     };
     layout("A pipeline report", None, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_raster_data_urls_become_images() {
+        assert!(safe_data_image("data:image/png;base64,iVBORw0KGgo="));
+        assert!(safe_data_image("data:image/JPEG;base64,/9j/4AAQ"));
+        for refused in [
+            "data:image/svg+xml;base64,PHN2Zz4=",
+            "data:text/html;base64,PHNjcmlwdD4=",
+            "data:image/png,<svg onload=alert(1)>",
+            "data:image/png;base64,AAAA\" onerror=\"alert(1)",
+            "data:image/png;base64,",
+            "https://example.com/a.png",
+            "javascript:alert(1)",
+        ] {
+            assert!(!safe_data_image(refused), "{refused}");
+        }
+        let huge = format!("data:image/png;base64,{}", "A".repeat(MAX_THUMBNAIL));
+        assert!(!safe_data_image(&huge));
+    }
+
+    #[test]
+    fn an_image_on_the_web_is_a_link_not_an_img() {
+        let html = image(
+            &MediaRef::Url("https://tracker.example/pixel.png?u=1".into()),
+            Some("image/png"),
+        )
+        .into_string();
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains("rel=\"noopener noreferrer nofollow\""),
+            "{html}"
+        );
+        let html = image(&MediaRef::Url("javascript:alert(1)".into()), None).into_string();
+        assert!(!html.contains("href"), "{html}");
+    }
 }
