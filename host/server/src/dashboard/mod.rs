@@ -547,3 +547,53 @@ pub(crate) fn sign_in(path_and_query: &str) -> Response {
     let next: String = form_urlencoded::byte_serialize(path_and_query.as_bytes()).collect();
     Redirect::to(&format!("/login?next={next}")).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_host_core::Message;
+    use agent_host_core::budget::BudgetConfig;
+    use agent_host_core::pipeline::{PipelineConfig, compact};
+
+    #[test]
+    fn a_run_report_reads_back_with_its_stages() {
+        let mut log = vec![Message::system("Be brief.").with_id("sys")];
+        for i in 0..30 {
+            log.push(Message::user("question ".repeat(100)).with_id(format!("u{i}")));
+            log.push(Message::assistant("answer").with_id(format!("a{i}")));
+        }
+        let config = PipelineConfig::repair_only(BudgetConfig {
+            context_limit: 2_000,
+            response_reserve: 200,
+            ..BudgetConfig::default()
+        });
+        let compaction = compact(
+            &log,
+            None,
+            &config,
+            &agent_host_core::HeuristicCounter::default(),
+            None,
+            chrono::Utc::now(),
+        );
+        let stage = agent_host_engine::trace::pipeline_stage(
+            &log,
+            None,
+            &compaction,
+            &compaction.view,
+            0.5,
+        );
+        let written = serde_json::json!({
+            "input": {"source": "x.jsonl", "messages": log.len()},
+            "stages": [stage.clone()],
+        });
+        let read: RunReport = serde_json::from_value(written).unwrap();
+        let stages = read.stages.unwrap();
+        assert_eq!(stages, [stage]);
+        let html = page::run_report(&RunReport {
+            stages: Some(stages),
+            ..read
+        })
+        .into_string();
+        assert!(html.contains("earlier messages dropped"), "{html}");
+    }
+}
