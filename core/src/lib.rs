@@ -40,6 +40,7 @@
 
 pub mod budget;
 pub mod compact;
+pub mod diff;
 pub mod doom_loop;
 pub mod error_kind;
 pub mod export;

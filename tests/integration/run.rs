@@ -70,6 +70,29 @@ fn a_chain_runs_and_the_report_says_what_each_processor_did() {
         "{}",
         p[1]
     );
+    // Each stage in order, with what it did to the messages (the
+    // dashboard's `/reports` shows them).
+    let stages = r["stages"].as_array().expect("stages");
+    let names: Vec<&str> = stages.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pipeline", "edits", "panic"]);
+    let edits = &stages[1]["diff"];
+    assert_eq!(
+        (edits["before"].as_u64(), edits["dropped"].as_u64()),
+        (Some(12), Some(1))
+    );
+    let dropped = edits["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["change"] == "dropped")
+        .expect("the dropped message listed");
+    assert_eq!(dropped["message"]["id"], "m11");
+    assert!(!dropped["message"]["text"].as_str().unwrap().is_empty());
+    assert_eq!(stages[2]["outcome"], "failed");
+    assert_eq!(
+        stages[2]["diff"]["kept"], 11,
+        "a failed processor's input stands"
+    );
 }
 
 #[test]

@@ -65,7 +65,15 @@ pub struct SessionView {
     /// When it was last written or read by a turn (the server's view).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_activity: Option<DateTime<Utc>>,
+    /// The channels its messages came through, as the server has seen them
+    /// (written since it started, or read by the dashboard), sorted; at
+    /// most [`MAX_CHANNELS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
 }
+
+/// The most channels a [`SessionView`] lists.
+pub const MAX_CHANNELS: usize = 16;
 
 impl From<&SessionMeta> for SessionView {
     fn from(meta: &SessionMeta) -> Self {
@@ -82,6 +90,7 @@ impl From<&SessionMeta> for SessionView {
             checkpoints: meta.checkpoints.len(),
             state: None,
             last_activity: None,
+            channels: Vec::new(),
         }
     }
 }

@@ -53,13 +53,15 @@ impl Engine {
     /// messages get fresh ids, the session's agent, `channel` and the time;
     /// they are stored now when the session is new or a checkpoint was
     /// made, else left [pending](Ready::pending) for
-    /// [`Engine::store_exchange`] to write with the answer.
+    /// [`Engine::store_exchange`] to write with the answer. With `trace`,
+    /// [`Prepared::stages`] says what each stage did.
     pub async fn exchange(
         &self,
         session: SessionRef,
         mut client: Vec<Message>,
         channel: &str,
         chain: Option<ProcessorChain>,
+        trace: bool,
         observer: Arc<dyn Observer>,
     ) -> Result<Exchange> {
         if client.is_empty() {
@@ -110,7 +112,10 @@ impl Engine {
             .prepare_blocking(
                 log,
                 checkpoint.clone(),
-                Mode::default(),
+                Mode {
+                    trace,
+                    ..Mode::default()
+                },
                 info,
                 chain,
                 observer.clone(),

@@ -66,6 +66,7 @@ mod error;
 mod events;
 mod exchange;
 pub mod llm_summarizer;
+pub mod trace;
 pub mod transcript;
 
 use std::path::PathBuf;
@@ -153,6 +154,10 @@ pub struct Mode {
     /// Do not summarize, whatever the triggers say (the retry after a
     /// context-length error, when the first try's summary failed).
     pub no_summary: bool,
+    /// Report what each stage did to the messages ([`Prepared::stages`]):
+    /// it compares every stage's input with its output, so only a caller
+    /// that shows it asks (the gateway's request records).
+    pub trace: bool,
 }
 
 /// One turn asked of the engine.
@@ -205,6 +210,8 @@ pub struct Prepared {
     pub processors: Vec<ProcessorReport>,
     /// What the LLM summarizer did, when it ran.
     pub summarizer: Option<Calls>,
+    /// What each stage did, in order, when [`Mode::trace`] asked for it.
+    pub stages: Vec<trace::StageReport>,
 }
 
 impl Prepared {
@@ -455,6 +462,7 @@ impl Engine {
                     aggressive: true,
                     force_summary: false,
                     no_summary: failed,
+                    trace: false,
                 };
                 let (back, retry) = self
                     .prepare_blocking(log, checkpoint.clone(), mode, info, chain, observer.clone())
@@ -944,6 +952,7 @@ impl Inner {
             (None, true) => Some(&extractive),
             (None, false) => None,
         };
+        let started = std::time::Instant::now();
         let mut compaction = pipeline::compact(
             log,
             checkpoint,
@@ -952,6 +961,7 @@ impl Inner {
             summarizer,
             info.now,
         );
+        let pipeline_ms = started.elapsed().as_secs_f64() * 1000.0;
         let summarizer = llm.map(|s| s.calls());
         if let Some(checkpoint) = &mut compaction.checkpoint {
             // The record says who wrote the summary and what it cost.
@@ -978,15 +988,44 @@ impl Inner {
             tracing::warn!(?trigger, "{error}; the full history is kept");
         }
         let mut view = std::mem::take(&mut compaction.view);
+        let mut stages = Vec::new();
+        if mode.trace {
+            stages.push(trace::pipeline_stage(
+                log,
+                checkpoint,
+                &compaction,
+                &view,
+                pipeline_ms,
+            ));
+        }
         let mut processors = Vec::new();
         if let Some(runtime) = chain.runtime() {
-            let outcome = runtime.run(chain.processors(), info, view);
-            view = outcome.messages;
-            processors = outcome.reports;
+            let mut failure = None;
+            if mode.trace {
+                // One at a time, to see each one's input and output.
+                for p in chain.processors() {
+                    let before = view.clone();
+                    let outcome = runtime.run(std::slice::from_ref(p), info, view);
+                    view = outcome.messages;
+                    for report in &outcome.reports {
+                        stages.push(trace::processor_stage(&before, &view, report));
+                    }
+                    processors.extend(outcome.reports);
+                    if outcome.failure.is_some() {
+                        failure = outcome.failure;
+                        break;
+                    }
+                }
+            } else {
+                let outcome = runtime.run(chain.processors(), info, view);
+                view = outcome.messages;
+                processors = outcome.reports;
+                failure = outcome.failure;
+            }
             for report in &processors {
                 observer.event(&EngineEvent::Processor(Box::new(report.clone())));
             }
-            if let Some(error) = outcome.failure {
+            if let Some(error) = failure {
                 return Err(EngineError::Processor(error));
             }
         }
@@ -1000,6 +1039,7 @@ impl Inner {
             compaction,
             processors,
             summarizer,
+            stages,
         })
     }
 }

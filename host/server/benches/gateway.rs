@@ -12,7 +12,9 @@
 //! a few timed requests, so that it stays near its size. `BENCH_REQUESTS`
 //! sets the timed requests per case (200 by default), `BENCH_SIZES` the
 //! session sizes (`50,5000`), and `BENCH_NO_PROCESSOR` leaves out the cases
-//! with a processor.
+//! with a processor. Each case runs with the request records' stage diffs
+//! kept (the default) and off (`ServerConfig::request_stages`), to show
+//! what they cost; `BENCH_NO_STAGES_OFF` leaves out the cases without.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,7 +49,11 @@ async fn instant_upstream() -> String {
     base
 }
 
-async fn gateway(upstream: &str, processor: Option<&str>) -> (String, tempfile::TempDir) {
+async fn gateway(
+    upstream: &str,
+    processor: Option<&str>,
+    stages: bool,
+) -> (String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
     let mut provider = ProviderSettings::new(ProviderKind::OpenAi, "m");
@@ -64,7 +70,14 @@ async fn gateway(upstream: &str, processor: Option<&str>) -> (String, tempfile::
         tokio::task::spawn_blocking(move || Engine::new(config, store, &|_: &str| None).unwrap())
             .await
             .unwrap();
-    let server = Server::new(engine, ServerConfig::default()).unwrap();
+    let server = Server::new(
+        engine,
+        ServerConfig {
+            request_stages: stages,
+            ..ServerConfig::default()
+        },
+    )
+    .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(server.serve(listener, std::future::pending()));
@@ -186,20 +199,27 @@ fn main() {
             "# gateway added latency over loopback HTTP (2 cores), {requests} timed requests a case"
         );
         println!(
-            "| session | processors | direct p50 / p99 (ms) | through the gateway p50 / p99 (ms) | added p50 / p99 (ms) |"
+            "| session | processors | stage diffs | direct p50 / p99 (ms) | through the gateway p50 / p99 (ms) | added p50 / p99 (ms) |"
         );
-        println!("|---|---|---:|---:|---:|");
+        println!("|---|---|---|---:|---:|---:|");
         let keep_all = agent_host_test_artifacts::KEEP_ALL;
-        for processor in [None, Some(keep_all)] {
+        let cases = [None, Some(keep_all)]
+            .into_iter()
+            .flat_map(|p| [(p, true), (p, false)]);
+        for (processor, stages) in cases {
             if processor.is_some() && std::env::var_os("BENCH_NO_PROCESSOR").is_some() {
                 continue;
             }
-            let (base, _dir) = gateway(&upstream, processor).await;
+            if !stages && std::env::var_os("BENCH_NO_STAGES_OFF").is_some() {
+                continue;
+            }
+            let (base, _dir) = gateway(&upstream, processor, stages).await;
             for size in sizes.iter().copied() {
                 let (through, direct, added) = case(&http, &upstream, &base, size, requests).await;
                 println!(
-                    "| {size} messages | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} |",
+                    "| {size} messages | {} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} |",
                     if processor.is_some() { "keep_all (sandboxed)" } else { "none" },
+                    if stages { "kept" } else { "off" },
                     ms(percentile(&direct, 0.5)),
                     ms(percentile(&direct, 0.99)),
                     ms(percentile(&through, 0.5)),

@@ -215,6 +215,8 @@ pub fn needed(method: &axum::http::Method, path: &str) -> Option<Scope> {
         "/healthz" | "/openapi.json" | "/login" | "/logout" => None,
         _ if path.starts_with("/assets/") => None,
         "/metrics" => Some(Scope::Admin),
+        // A report posted to be shown: nothing is kept or changed.
+        "/reports" => Some(Scope::Read),
         _ if method == axum::http::Method::GET || method == axum::http::Method::HEAD => {
             Some(Scope::Read)
         }
@@ -305,5 +307,6 @@ mod tests {
             Some(Scope::Write)
         );
         assert_eq!(needed(&Method::GET, "/metrics"), Some(Scope::Admin));
+        assert_eq!(needed(&Method::POST, "/reports"), Some(Scope::Read));
     }
 }

@@ -29,7 +29,9 @@
 //! `x-agent-host-processors`, `x-agent-host-request`), and the request's
 //! record (what each stage did) is at
 //! `GET /v1/sessions/{id}/requests/{n}`; the newest [`KEPT_RECORDS`] of a
-//! session are kept, in memory.
+//! session are kept, in memory, the newest [`KEPT_DIFFS`] with a bounded
+//! diff of the messages each stage kept, dropped, replaced and inserted
+//! (the dashboard's request page shows them).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,6 +40,7 @@ use agent_host_api::PipelineReport;
 use agent_host_core::format::{anthropic, openai};
 use agent_host_core::reconcile::fingerprint;
 use agent_host_core::{ErrorKind, Message, Role, Usage};
+use agent_host_engine::trace::StageReport;
 use agent_host_engine::{Exchange, Prepared, Ready};
 use agent_host_provider::{ProviderError, ProviderKind, Relay, Relayed};
 use agent_host_runtime::ProcessorReport;
@@ -59,6 +62,10 @@ use crate::{Shared, observe};
 
 /// How many request records are kept per session (the newest).
 pub const KEPT_RECORDS: usize = 100;
+
+/// How many of a session's newest records keep their stages' diffs (each
+/// bounded by core's `DiffLimits`); older records keep the rest.
+pub const KEPT_DIFFS: usize = 20;
 
 /// The channel the gateway's messages are stored with.
 pub const CHANNEL: &str = "gateway";
@@ -166,6 +173,13 @@ pub struct RequestRecord {
     pub pipeline: PipelineReport,
     /// What each processor did (kept, dropped, replaced, inserted ids).
     pub processors: Vec<ProcessorReport>,
+    /// Each stage in order (the pipeline, then every processor) with its
+    /// time, outcome and a bounded diff of the messages; kept for the
+    /// newest [`KEPT_DIFFS`] records of a session, emptied on older ones.
+    pub stages: Vec<StageReport>,
+    /// Whether `stages` was emptied (the record is older than the newest
+    /// [`KEPT_DIFFS`]).
+    pub stages_forgotten: bool,
     /// The upstream's status, once it answered.
     pub upstream_status: Option<u16>,
     /// The usage the upstream reported.
@@ -177,6 +191,33 @@ pub struct RequestRecord {
     pub outcome: String,
     /// What went wrong, when something did.
     pub error: Option<String>,
+}
+
+/// A request record as the dashboard lists it.
+#[derive(Clone, Debug)]
+pub(crate) struct Brief {
+    pub n: u64,
+    pub at: DateTime<Utc>,
+    pub wire: Wire,
+    pub model: Option<String>,
+    /// Tokens before the pipeline and sent.
+    pub tokens: (u64, u64),
+    /// Messages the client sent, and sent upstream.
+    pub messages: (usize, usize),
+    /// Messages dropped, replaced and inserted over every stage (`None`
+    /// when the record no longer keeps its stages).
+    pub changes: Option<(usize, usize, usize)>,
+    pub outcome: String,
+}
+
+impl Wire {
+    /// Its name for people.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Wire::ChatCompletions => "Chat Completions",
+            Wire::AnthropicMessages => "Anthropic Messages",
+        }
+    }
 }
 
 /// The newest records of each session.
@@ -202,6 +243,16 @@ impl Records {
             entry.kept.pop_front();
         }
         entry.kept.push_back(record);
+        if let Some(older) = entry
+            .kept
+            .len()
+            .checked_sub(KEPT_DIFFS + 1)
+            .and_then(|at| entry.kept.get_mut(at))
+            && !older.stages.is_empty()
+        {
+            older.stages = Vec::new();
+            older.stages_forgotten = true;
+        }
         entry.next
     }
 
@@ -216,14 +267,52 @@ impl Records {
         }
     }
 
-    fn get(&self, session: Uuid, n: u64) -> Option<RequestRecord> {
+    /// Record `n` of `session`, if it is still kept.
+    pub(crate) fn get(&self, session: Uuid, n: u64) -> Option<RequestRecord> {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions
             .get(&session)
             .and_then(|s| s.kept.iter().find(|r| r.n == n).cloned())
     }
 
-    fn list(&self, session: Uuid) -> Vec<RequestRecord> {
+    /// How many records of `session` are kept.
+    pub(crate) fn count(&self, session: Uuid) -> usize {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.get(&session).map_or(0, |s| s.kept.len())
+    }
+
+    /// What the dashboard lists of each record of `session`, newest first.
+    pub(crate) fn briefs(&self, session: Uuid) -> Vec<Brief> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(s) = sessions.get(&session) else {
+            return Vec::new();
+        };
+        s.kept
+            .iter()
+            .rev()
+            .map(|r| {
+                let (mut dropped, mut replaced, mut inserted) = (0, 0, 0);
+                for stage in &r.stages {
+                    dropped += stage.diff.dropped;
+                    replaced += stage.diff.replaced;
+                    inserted += stage.diff.inserted;
+                }
+                Brief {
+                    n: r.n,
+                    at: r.at,
+                    wire: r.wire,
+                    model: r.model.clone(),
+                    tokens: (r.tokens_before, r.tokens_after),
+                    messages: (r.client_messages, r.sent.len()),
+                    changes: (!r.stages_forgotten).then_some((dropped, replaced, inserted)),
+                    outcome: r.outcome.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// The records of `session`, oldest first.
+    pub(crate) fn list(&self, session: Uuid) -> Vec<RequestRecord> {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions
             .get(&session)
@@ -586,6 +675,7 @@ async fn prepare(
                 asked.messages.clone(),
                 CHANNEL,
                 None,
+                state.config.request_stages,
                 observer,
             )
             .await?;
@@ -665,6 +755,7 @@ fn outgoing(
         view,
         compaction,
         processors,
+        stages,
         ..
     } = prepared;
     let usage = &compaction.report.usage;
@@ -713,6 +804,8 @@ fn outgoing(
                 sent: view.iter().map(|m| m.id.clone()).collect(),
                 pipeline,
                 processors,
+                stages,
+                stages_forgotten: false,
                 upstream_status: None,
                 usage: None,
                 reply: None,

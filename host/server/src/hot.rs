@@ -342,6 +342,20 @@ impl HotSessions {
         hot
     }
 
+    /// The last context report made of `id` while it is in memory, unless
+    /// it is being brought up to date; loads and waits for nothing (appends
+    /// since may not be in it yet).
+    pub fn last_report(&self, id: Uuid) -> Option<Arc<ContextReport>> {
+        let hot = self
+            .sessions
+            .lock()
+            .expect("hot sessions lock")
+            .get(&id)
+            .cloned()?;
+        let context = hot.context.try_lock().ok()?;
+        context.as_ref()?.report.clone()
+    }
+
     /// Forgets `id` (deleted).
     pub fn remove(&self, id: Uuid) {
         self.sessions.lock().expect("hot sessions lock").remove(&id);

@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 use std::time::Duration;
 
-use agent_host_api::{SessionState, SessionView};
+use agent_host_api::{MAX_CHANNELS, SessionState, SessionView};
 use agent_host_store::SessionMeta;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -40,6 +40,8 @@ struct Entry {
     last: Change,
     idle: bool,
     last_activity: DateTime<Utc>,
+    /// The channels seen, sorted, at most [`MAX_CHANNELS`].
+    channels: Vec<String>,
 }
 
 impl Entry {
@@ -56,6 +58,7 @@ impl Entry {
         let mut view = self.view.clone();
         view.state = Some(self.state());
         view.last_activity = Some(self.last_activity);
+        view.channels.clone_from(&self.channels);
         view
     }
 }
@@ -99,6 +102,8 @@ pub struct PageQuery {
     /// Only sessions whose key, title, id or agent holds this text (any
     /// case).
     pub text: Option<String>,
+    /// Only sessions that list this channel.
+    pub channel: Option<String>,
 }
 
 impl Index {
@@ -122,6 +127,7 @@ impl Index {
                     last,
                     idle,
                     last_activity: meta.updated,
+                    channels: Vec::new(),
                 });
             }
         }
@@ -173,6 +179,10 @@ impl Index {
             last: change,
             idle: false,
             last_activity: now.max(meta.updated),
+            channels: before
+                .as_ref()
+                .map(|b| b.channels.clone())
+                .unwrap_or_default(),
         };
         let to = entry.state();
         inner.put(entry);
@@ -215,9 +225,26 @@ impl Index {
                 },
                 idle: false,
                 last_activity: meta.updated,
+                channels: Vec::new(),
             },
         };
         inner.put(entry);
+    }
+
+    /// Adds the channels of `id`'s messages to those it lists.
+    pub fn add_channels<'a>(&self, id: Uuid, channels: impl IntoIterator<Item = &'a str>) {
+        let mut inner = self.inner.write().expect("index lock");
+        let Some(entry) = inner.by_id.get_mut(&id) else {
+            return;
+        };
+        for channel in channels {
+            if entry.channels.len() >= MAX_CHANNELS {
+                break;
+            }
+            if let Err(at) = entry.channels.binary_search_by(|c| c.as_str().cmp(channel)) {
+                entry.channels.insert(at, channel.to_owned());
+            }
+        }
     }
 
     /// Forgets every session but those in `kept` (after a full read of the
@@ -283,6 +310,10 @@ impl Index {
             if query.agent.as_ref().is_some_and(|a| *a != entry.view.agent)
                 || query.state.is_some_and(|s| s != entry.state())
                 || text.as_deref().is_some_and(|t| !mentions(&entry.view, t))
+                || query
+                    .channel
+                    .as_ref()
+                    .is_some_and(|c| !entry.channels.contains(c))
             {
                 continue;
             }

@@ -122,6 +122,11 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// What the gateway does with a request that names no session.
     pub anonymous: gateway::Anonymous,
+    /// Whether the gateway's request records keep what each stage did to
+    /// the messages (a bounded diff per stage, for the dashboard's request
+    /// page); on by default. Off spares each request the comparison of
+    /// every stage's input with its output.
+    pub request_stages: bool,
 }
 
 impl Default for ServerConfig {
@@ -137,6 +142,7 @@ impl Default for ServerConfig {
             hooks: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
             anonymous: gateway::Anonymous::default(),
+            request_stages: true,
         }
     }
 }

@@ -41,7 +41,12 @@ pub(crate) fn created(
     meta: &SessionMeta,
     channel: Option<String>,
 ) -> SessionView {
-    let view = recorded(state, meta, Change::Created);
+    recorded(state, meta, Change::Created);
+    state.index.add_channels(meta.id, channel.as_deref());
+    let view = state
+        .index
+        .get(meta.id)
+        .unwrap_or_else(|| SessionView::from(meta));
     state.bus.publish(
         "session_created",
         Some(meta.id),
@@ -63,7 +68,20 @@ pub(crate) fn saved(
     messages: Vec<Message>,
     channel: Option<String>,
 ) -> SessionView {
-    let view = recorded(state, meta, Change::Active);
+    let mut view = recorded(state, meta, Change::Active);
+    let channels = || {
+        channel
+            .as_deref()
+            .into_iter()
+            .chain(messages.iter().filter_map(|m| m.channel.as_deref()))
+    };
+    // The index is written again only for a channel it does not list yet.
+    if view.channels.len() < agent_host_api::MAX_CHANNELS
+        && channels().any(|c| !view.channels.iter().any(|v| v == c))
+    {
+        state.index.add_channels(meta.id, channels());
+        view = state.index.get(meta.id).unwrap_or(view);
+    }
     state.metrics.append(messages.len());
     // Built only for a listener or a hook: an append is the hot path.
     if state.bus.has_listeners() {

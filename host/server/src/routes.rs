@@ -289,6 +289,9 @@ pub(crate) struct ListArgs {
     agent: Option<String>,
     /// Only sessions in this state (`created`, `active`, `idle`, `compacted`).
     state: Option<String>,
+    /// Only sessions with messages through this channel (as this server has
+    /// seen them: written since it started, or read by the dashboard).
+    channel: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListArgs),
@@ -323,6 +326,7 @@ pub(crate) async fn list_sessions(
         agent: args.agent,
         state: wanted,
         text: None,
+        channel: args.channel,
     })?;
     Ok(Json(SessionList {
         sessions,

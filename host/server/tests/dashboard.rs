@@ -11,9 +11,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_host_core::pipeline::PipelineConfig;
 use agent_host_engine::{Engine, EngineConfig};
+use agent_host_provider::{ProviderKind, ProviderSettings};
+use agent_host_runtime::ProcessorOptions;
 use agent_host_server::{Scope, Server, ServerConfig, Tokens};
 use agent_host_store::{FileStore, SessionStore};
+use agent_host_testkit::model_server::{Answer, LlmServer, Scripted, Wire};
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
@@ -157,10 +161,24 @@ async fn text_of(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+async fn scroll_to(client: &Client, css: &str) {
+    let element = wait_for(client, Locator::Css(css)).await;
+    client
+        .execute(
+            "arguments[0].scrollIntoView()",
+            vec![serde_json::to_value(&element).unwrap()],
+        )
+        .await
+        .unwrap();
+}
+
 async fn sign_in(client: &Client, token: &str) {
     type_in(client, "input[name=token]", token).await;
     click(client, "form[action='/login'] button").await;
 }
+
+/// A 1x1 PNG.
+const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 
 /// A coding session long enough to summarize.
 fn turns(n: usize) -> Value {
@@ -203,6 +221,22 @@ async fn the_dashboard_in_a_real_browser() {
     .await;
     assert_eq!(summary["session"]["checkpoints"], 1, "{summary}");
     post(&http, messages.clone(), turns(2)).await;
+    // Gamma's messages come through a channel, with images: one inline, one
+    // on the web (not loaded), and hostile ones (never an `img`).
+    let gamma = &ids[2];
+    let pictures = json!({"channel": "telegram", "format": "openai", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is in these pictures?"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PIXEL}")}},
+        {"type": "image_url", "image_url": {"url": "https://images.example.com/cat.png"}},
+        {"type": "image_url", "image_url": {"url": "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9ImFsZXJ0KDEpIi8+"}},
+        {"type": "image_url", "image_url": {"url": "javascript:alert(1)//\" onerror=\"alert(2)"}}
+    ]}]});
+    post(
+        &http,
+        format!("{base}/v1/sessions/{gamma}/messages"),
+        pictures,
+    )
+    .await;
 
     // Without a token, a page asks to sign in; a wrong token is refused.
     client.goto(&format!("{base}/")).await.unwrap();
@@ -244,6 +278,51 @@ async fn the_dashboard_in_a_real_browser() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(rows, 1, "only gamma matches");
+
+    // The channel filter: only gamma's messages came through telegram.
+    client.goto(&format!("{base}/")).await.unwrap();
+    let channels = text_of(&client, "#sessions tbody").await;
+    assert!(channels.contains("telegram"), "{channels}");
+    type_in(&client, "input[name=channel]", "telegram").await;
+    click(&client, "form.filters button.primary").await;
+    wait_for(&client, Locator::XPath("//p[contains(., '1 shown of')]")).await;
+    let rows = client
+        .find_all(Locator::Css("#sessions tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].text().await.unwrap().contains("Session gamma"));
+    shot(&client, "1b-channel-filter").await;
+
+    // Gamma's images: the inline PNG as a thumbnail; the web one a link,
+    // not loaded; the hostile ones neither.
+    client
+        .goto(&format!("{base}/sessions/{gamma}"))
+        .await
+        .unwrap();
+    let images = client.find_all(Locator::Css("main img")).await.unwrap();
+    assert_eq!(images.len(), 1, "only the PNG is an image");
+    let src = images[0].attr("src").await.unwrap().unwrap();
+    assert!(src.starts_with("data:image/png;base64,"), "{src}");
+    let link = wait_for(
+        &client,
+        Locator::Css("a[href='https://images.example.com/cat.png']"),
+    )
+    .await;
+    assert_eq!(
+        link.attr("rel").await.unwrap().as_deref(),
+        Some("noopener noreferrer nofollow")
+    );
+    let alerted = client
+        .execute(
+            "return document.querySelectorAll('[onerror],[onload]').length",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(alerted, json!(0), "no handler got into the page");
+    scroll_to(&client, "#timeline").await;
+    shot(&client, "1c-images").await;
 
     // A session: zones, the chart, the timeline with its summary marker.
     client
@@ -302,6 +381,29 @@ async fn the_dashboard_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(meta["title"], "Renamed <b>in the browser</b>");
+
+    // Without the script, the list draws the meters of the reports at hand
+    // (this session's was made for its page), under a policy that runs no
+    // script but its own.
+    let plain = http
+        .get(format!("{base}/"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let policy = plain.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.contains("script-src 'self'") && policy.contains("img-src 'self' data:"),
+        "{policy}"
+    );
+    let html = plain.text().await.unwrap();
+    assert!(
+        html.contains("% of the compaction point</small>"),
+        "no meter drawn: {html}"
+    );
 
     // A new message arrives live, without a reload.
     wait_for(
@@ -367,5 +469,172 @@ async fn the_dashboard_in_a_real_browser() {
     wait_for(&client, Locator::Css("#sessions table")).await;
     shot(&client, "5-phone").await;
 
+    client.close().await.unwrap();
+}
+
+/// The gateway in front of the loopback model, with a small window (the
+/// budget leaves the oldest messages out) and the `edits` test processor
+/// (it replaces one message and inserts another); its base URL.
+async fn gateway(dir: &std::path::Path, upstream: &LlmServer) -> String {
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir).unwrap());
+    let mut provider = ProviderSettings::new(ProviderKind::OpenAi, "test-model");
+    provider.base_url = upstream.base_url();
+    provider.api_key_env = None;
+    let mut pipeline = PipelineConfig::default();
+    pipeline.budget.context_limit = 3_000;
+    pipeline.budget.response_reserve = 500;
+    let edits = ProcessorOptions {
+        config: Some(r#"{"replace": [[2, "Shortened by the processor."]], "insert": "A note from the processor."}"#.to_owned()),
+        ..ProcessorOptions::default()
+    };
+    let config = EngineConfig {
+        provider: Some(provider),
+        auto_summarize: false,
+        pipeline,
+        processors: vec![(agent_host_test_artifacts::EDITS.into(), edits)],
+        ..EngineConfig::default()
+    };
+    let engine =
+        tokio::task::spawn_blocking(move || Engine::new(config, store, &|_: &str| None).unwrap())
+            .await
+            .unwrap();
+    let server = Server::new(engine, ServerConfig::default()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(server.serve(listener, std::future::pending()));
+    base
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_diff_in_a_real_browser() {
+    let Some((_driver, client)) = browser().await else {
+        return;
+    };
+    let upstream = LlmServer::start(Wire::OpenAi);
+    upstream.respond_with(|_| Scripted::Answer(Answer::text("Noted.")));
+    let dir = tempfile::tempdir().unwrap();
+    let base = gateway(dir.path(), &upstream).await;
+
+    // A client that sends its whole history, longer than the window.
+    let mut messages = vec![json!({"role": "system", "content": "You are a careful agent."})];
+    for i in 0..30 {
+        messages.push(json!({"role": "user", "content": format!("Step {i}: {}", "explain the build once more. ".repeat(12))}));
+        messages.push(json!({"role": "assistant", "content": format!("Answer {i}: it compiles the crates in order.")}));
+    }
+    messages.push(json!({"role": "user", "content": "And now?"}));
+    let reply = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("x-session-id", "browser-diff")
+        .json(&json!({"model": "test-model", "messages": messages}))
+        .send()
+        .await
+        .unwrap();
+    assert!(reply.status().is_success(), "{}", reply.status());
+    let session = reply.headers()["x-agent-host-session"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(reply.headers()["x-agent-host-request"], "1");
+    let sent = upstream.requests();
+    assert!(sent[0].contains("Shortened by the processor."));
+
+    // From the list to the session's requests, to the request.
+    client
+        .goto(&format!("{base}/?channel=gateway"))
+        .await
+        .unwrap();
+    click(&client, "#sessions a[href$='#requests']").await;
+    click(&client, "#requests a[href$='/requests/1']").await;
+    wait_for(&client, Locator::XPath("//h1[contains(., 'Request #1')]")).await;
+    assert!(
+        client
+            .current_url()
+            .await
+            .unwrap()
+            .path()
+            .ends_with(&format!("/sessions/{session}/requests/1"))
+    );
+
+    // Stage 1, the pipeline: the oldest messages dropped, struck out, their
+    // text behind a disclosure.
+    let pipeline = text_of(&client, "#stage-1 h3").await;
+    assert!(
+        pipeline.contains("pipeline") && pipeline.contains("changed"),
+        "{pipeline}"
+    );
+    let dropped = wait_for(
+        &client,
+        Locator::XPath(
+            "//li[@id='stage-1']//li[contains(@class,'dropped')]//details[.//span[@class='who' and .='user']]",
+        ),
+    )
+    .await;
+    dropped
+        .find(Locator::Css("summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let struck = dropped.find(Locator::Css("del .text")).await.unwrap();
+    assert!(struck.text().await.unwrap().contains("explain the build"));
+    assert!(
+        text_of(&client, "#stage-1 ul.steps")
+            .await
+            .contains("older messages left out")
+    );
+
+    // Stage 2, the processor: a message beside its replacement, and one
+    // inserted.
+    let processor = text_of(&client, "#stage-2 h3").await;
+    assert!(processor.contains("applied"), "{processor}");
+    let before = text_of(&client, "#stage-2 li.replaced .before del").await;
+    let after = text_of(&client, "#stage-2 li.replaced .after ins").await;
+    assert!(before.starts_with("Step 8: explain the build"), "{before}");
+    assert_eq!(after, "Shortened by the processor.");
+    assert!(
+        text_of(&client, "#stage-2 li.inserted ins")
+            .await
+            .contains("A note from the processor.")
+    );
+    scroll_to(&client, "#stage-2").await;
+    shot(&client, "6-request-diff").await;
+    client.set_window_size(390, 844).await.unwrap();
+    scroll_to(&client, "#stage-2 li.replaced").await;
+    shot(&client, "7-request-diff-phone").await;
+
+    // A `run --report` file, pasted into /reports, shows the same way.
+    let report = json!({
+        "input": {"source": "session.jsonl", "format": "jsonl", "messages": 3, "tokens": 40},
+        "output": {"format": "openai", "messages": 2, "tokens": 20},
+        "stages": [{
+            "name": "pipeline", "kind": "pipeline", "time_ms": 0.4, "outcome": "changed", "steps": ["budget: 2 messages in the view"],
+            "diff": {"before": 3, "after": 2, "kept": 2, "dropped": 1, "replaced": 0, "inserted": 0, "changes": [
+                {"change": "dropped", "message": {"id": "m1", "role": "user", "text": "<script>alert(1)</script> the oldest", "chars": 37}},
+                {"change": "kept", "count": 2, "first": "m2", "last": "m3"}]}
+        }]
+    });
+    client.goto(&format!("{base}/reports")).await.unwrap();
+    let area = wait_for(&client, Locator::Css("textarea[name=report]")).await;
+    client
+        .execute(
+            "arguments[0].value = arguments[1]",
+            vec![
+                serde_json::to_value(&area).unwrap(),
+                json!(report.to_string()),
+            ],
+        )
+        .await
+        .unwrap();
+    click(&client, "form[action='/reports'] button").await;
+    let dropped = wait_for(&client, Locator::Css("#stage-1 li.dropped summary")).await;
+    assert!(
+        dropped
+            .text()
+            .await
+            .unwrap()
+            .contains("<script>alert(1)</script>"),
+        "shown as text"
+    );
     client.close().await.unwrap();
 }

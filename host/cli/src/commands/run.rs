@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use agent_host_config::Settings;
 use agent_host_engine::ProcessorChain;
-use agent_host_engine::transcript;
+use agent_host_engine::{trace, transcript};
 use agent_host_runtime::{FailurePolicy, InvalidPolicy, ProcessorError, ProcessorOptions, RunInfo};
 
 /// The options of `agent-host run`.
@@ -185,6 +185,7 @@ pub fn run(
     };
     let summarizer = ExtractiveSummarizer::default();
     let now = chrono::Utc::now();
+    let pipeline_started = Instant::now();
     let compaction = pipeline::compact(
         &log,
         checkpoint.as_ref(),
@@ -193,7 +194,19 @@ pub fn run(
         Some(&summarizer),
         now,
     );
+    let pipeline_ms = ms(pipeline_started.elapsed());
     let pipeline_report = pipeline_json(&compaction);
+    // What each stage did, for the report (the dashboard's `/reports` shows it).
+    let mut stages = Vec::new();
+    if args.report.is_some() {
+        stages.push(trace::pipeline_stage(
+            &log,
+            checkpoint.as_ref(),
+            &compaction,
+            &compaction.view,
+            pipeline_ms,
+        ));
+    }
     if !args.quiet {
         for repair in &compaction.report.repairs {
             eprintln!("repaired: {}", crate::term::safe(&repair.to_string()));
@@ -236,10 +249,27 @@ pub fn run(
             now,
             ..RunInfo::default()
         };
-        let outcome = runtime.run(chain.processors(), &info, messages);
-        messages = outcome.messages;
-        reports = outcome.reports;
-        failure = outcome.failure;
+        if args.report.is_some() {
+            // One at a time, to see each one's input and output.
+            for p in chain.processors() {
+                let before = messages.clone();
+                let outcome = runtime.run(std::slice::from_ref(p), &info, messages);
+                messages = outcome.messages;
+                for report in &outcome.reports {
+                    stages.push(trace::processor_stage(&before, &messages, report));
+                }
+                reports.extend(outcome.reports);
+                if outcome.failure.is_some() {
+                    failure = outcome.failure;
+                    break;
+                }
+            }
+        } else {
+            let outcome = runtime.run(chain.processors(), &info, messages);
+            messages = outcome.messages;
+            reports = outcome.reports;
+            failure = outcome.failure;
+        }
     }
     let processors_ms = started.elapsed();
 
@@ -288,6 +318,7 @@ pub fn run(
         "pipeline": pipeline_report,
         "processors": reports,
         "processors_ms": ms(processors_ms),
+        "stages": stages,
         "output": {
             "format": output_format.to_string(),
             "messages": messages.len(),

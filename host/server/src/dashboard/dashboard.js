@@ -53,6 +53,7 @@
           var fill = cell.querySelector(".fill");
           fill.style.width = pct.toFixed(1) + "%";
           fill.className = "fill" + (pct >= 95 ? " full" : pct >= 75 ? " high" : "");
+          bar.querySelectorAll(".mark").forEach(function (m) { m.remove(); });
           if (trigger && window_) {
             var mark = document.createElement("span");
             mark.className = "mark";
@@ -66,6 +67,16 @@
           bar.setAttribute("aria-label", label);
         })
         .catch(function () { cell.querySelector("small").textContent = "unavailable"; });
+    });
+  }
+
+  // The report form: a chosen file's text goes into the text box.
+  var file = document.getElementById("report-file");
+  var text = document.getElementById("report-text");
+  if (file && text) {
+    file.addEventListener("change", function () {
+      if (!file.files || !file.files[0]) return;
+      file.files[0].text().then(function (t) { text.value = t; say("read " + file.files[0].name); });
     });
   }
 

@@ -3,8 +3,13 @@
 //! `GET /` lists the sessions (searchable, filterable, paged), `GET
 //! /sessions/{id}` shows one: its facts, exactly what would be sent now split
 //! into its zones, context use over its messages with compaction points
-//! marked, and its conversation as a timeline with summary checkpoints as
-//! markers. Every page reads with JavaScript off; a small embedded script
+//! marked, its conversation as a timeline with summary checkpoints as
+//! markers, and its requests through the gateway; `GET
+//! /sessions/{id}/requests/{n}` shows one of them: each stage in order with
+//! its time, outcome and a diff of the messages (a dropped one struck out
+//! and folded, a replaced one beside its replacement). `/reports` shows a
+//! `run --report` file the same way, and `/processors` the processors and
+//! their recent calls. Every page reads with JavaScript off; a small embedded script
 //! makes them live (they follow `GET /v1/events`) and fills the list's
 //! context meters. No CDN, nothing fetched from elsewhere; everything a
 //! history holds is escaped by the templates (maud).
@@ -22,7 +27,7 @@ use agent_host_store::{SessionRef, TailStart};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use maud::Markup;
@@ -66,21 +71,49 @@ pub(crate) fn router() -> Router<Shared> {
     Router::new()
         .route("/", get(list))
         .route("/sessions/{id}", get(session))
+        .route("/sessions/{id}/requests/{n}", get(request))
         .route("/sessions/{id}/rename", post(rename))
         .route("/sessions/{id}/summarize", post(summarize))
         .route("/sessions/{id}/clear", get(confirm_clear).post(clear))
         .route("/sessions/{id}/delete", get(confirm_delete).post(delete))
         .route("/processors", get(processors))
+        .route("/reports", get(report_form).post(report))
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
         .route("/assets/dashboard.css", get(css))
         .route("/assets/dashboard.js", get(js))
+        .layer(axum::middleware::map_response(guarded))
+}
+
+/// What a page may load: its own script and styles, images of its own or
+/// inline (`data:` thumbnails), nothing else; it is never framed. Text in
+/// a history that got past the templates' escaping would still run no
+/// script and load nothing from elsewhere.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    style-src-attr 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; \
+    base-uri 'none'; frame-ancestors 'none'";
+
+async fn guarded(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
 }
 
 /// Whether `path` is a dashboard page (answered with a page that signs in,
 /// not a JSON error, when a token is missing).
 pub(crate) fn is_page(path: &str) -> bool {
-    path == "/" || path == "/processors" || path.starts_with("/sessions/")
+    path == "/" || path == "/processors" || path == "/reports" || path.starts_with("/sessions/")
 }
 
 /// Whether `path` is a dashboard action that destroys data (clearing or
@@ -169,6 +202,7 @@ struct ListArgs {
     q: Option<String>,
     agent: Option<String>,
     state: Option<String>,
+    channel: Option<String>,
     cursor: Option<String>,
 }
 
@@ -190,6 +224,7 @@ async fn list(
         agent: empty(args.agent.clone()),
         state: wanted,
         text: empty(args.q.clone()),
+        channel: empty(args.channel.clone()),
     };
     let (sessions, next) = state.index.page(&query)?;
     Ok(page::list(&page::ListView {
@@ -197,7 +232,10 @@ async fn list(
         next: next.as_deref(),
         q: query.text.as_deref().unwrap_or(""),
         agent: query.agent.as_deref().unwrap_or(""),
+        channel: query.channel.as_deref().unwrap_or(""),
         state: wanted,
+        requests: &|id| state.records.count(id),
+        report: &|id| state.hot.last_report(id),
         total: state.index.len(),
         signed_in: !state.config.tokens.is_empty(),
     }))
@@ -224,6 +262,15 @@ async fn session(
         store.load_tail(&SessionRef::Id(id), TailStart::Newest(wanted))
     })
     .await??;
+    // The channels of the messages read, for the list's column and filter.
+    state.index.add_channels(
+        id,
+        tail.system
+            .iter()
+            .chain(&tail.messages)
+            .filter_map(|m| m.channel.as_deref()),
+    );
+    let view = state.index.get(id).unwrap_or(view);
     let report = crate::routes::context(
         State(state.clone()),
         Path(id.to_string()),
@@ -244,7 +291,29 @@ async fn session(
         earlier,
         report: report.as_ref().ok(),
         report_error: report.as_ref().err().map(ToString::to_string),
+        requests: &state.records.briefs(id),
     }))
+}
+
+async fn request(
+    State(state): State<Shared>,
+    Path((id, n)): Path<(String, String)>,
+) -> PageResult<Markup> {
+    let id = parse_id(&id)?;
+    let view = find(&state, id).await?;
+    let n: u64 = n
+        .parse()
+        .map_err(|_| ApiError::invalid("n", format!("{n:?} is not a request number")))?;
+    let record = state.records.get(id, n).ok_or_else(|| {
+        ApiError::new(
+            ErrorKind::NotFound,
+            format!(
+                "session {id} has no request {n} (the newest {} of a session are kept, until the server restarts)",
+                crate::gateway::KEPT_RECORDS
+            ),
+        )
+    })?;
+    Ok(page::request(&view, &record))
 }
 
 /// The rename form.
@@ -334,6 +403,57 @@ async fn delete(State(state): State<Shared>, Path(id): Path<String>) -> PageResu
 async fn processors(State(state): State<Shared>) -> Markup {
     let chain = state.engine.processors();
     page::processors(chain.processors(), &state.recent_calls.snapshot())
+}
+
+async fn report_form() -> Markup {
+    page::report_form(None)
+}
+
+/// The report form: a `run --report` file's text.
+#[derive(Debug, Deserialize)]
+struct ReportForm {
+    report: String,
+}
+
+/// What the page reads of a `run --report` file.
+#[derive(Debug, Deserialize)]
+pub(super) struct RunReport {
+    #[serde(default)]
+    pub input: serde_json::Value,
+    #[serde(default)]
+    pub output: serde_json::Value,
+    pub stages: Option<Vec<agent_host_engine::trace::StageReport>>,
+    #[serde(default)]
+    pub failure: Option<String>,
+}
+
+/// `POST /reports`: shows a `run --report` file (nothing is kept).
+async fn report(body: Bytes) -> Response {
+    let refused = |message: String| {
+        (StatusCode::BAD_REQUEST, page::report_form(Some(&message))).into_response()
+    };
+    let form: ReportForm = match serde_urlencoded::from_bytes(&body) {
+        Ok(form) => form,
+        Err(e) => return refused(format!("The form is not readable: {e}.")),
+    };
+    let read: RunReport = match serde_path_to_error::deserialize(
+        &mut serde_json::Deserializer::from_str(&form.report),
+    ) {
+        Ok(read) => read,
+        Err(e) => {
+            return refused(format!(
+                "That is not a report of `agent-host run --report`: at {}: {}.",
+                e.path(),
+                e.inner()
+            ));
+        }
+    };
+    if read.stages.is_none() {
+        return refused(
+            "That report has no stages: it was written by an older agent-host; run it again with this one.".to_owned(),
+        );
+    }
+    page::run_report(&read).into_response()
 }
 
 /// `/login?next=PATH`.
@@ -426,4 +546,54 @@ pub(crate) fn refused(e: ApiError) -> Response {
 pub(crate) fn sign_in(path_and_query: &str) -> Response {
     let next: String = form_urlencoded::byte_serialize(path_and_query.as_bytes()).collect();
     Redirect::to(&format!("/login?next={next}")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_host_core::Message;
+    use agent_host_core::budget::BudgetConfig;
+    use agent_host_core::pipeline::{PipelineConfig, compact};
+
+    #[test]
+    fn a_run_report_reads_back_with_its_stages() {
+        let mut log = vec![Message::system("Be brief.").with_id("sys")];
+        for i in 0..30 {
+            log.push(Message::user("question ".repeat(100)).with_id(format!("u{i}")));
+            log.push(Message::assistant("answer").with_id(format!("a{i}")));
+        }
+        let config = PipelineConfig::repair_only(BudgetConfig {
+            context_limit: 2_000,
+            response_reserve: 200,
+            ..BudgetConfig::default()
+        });
+        let compaction = compact(
+            &log,
+            None,
+            &config,
+            &agent_host_core::HeuristicCounter::default(),
+            None,
+            chrono::Utc::now(),
+        );
+        let stage = agent_host_engine::trace::pipeline_stage(
+            &log,
+            None,
+            &compaction,
+            &compaction.view,
+            0.5,
+        );
+        let written = serde_json::json!({
+            "input": {"source": "x.jsonl", "messages": log.len()},
+            "stages": [stage.clone()],
+        });
+        let read: RunReport = serde_json::from_value(written).unwrap();
+        let stages = read.stages.unwrap();
+        assert_eq!(stages, [stage]);
+        let html = page::run_report(&RunReport {
+            stages: Some(stages),
+            ..read
+        })
+        .into_string();
+        assert!(html.contains("earlier messages dropped"), "{html}");
+    }
 }

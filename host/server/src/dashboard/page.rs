@@ -31,6 +31,7 @@ fn layout(title: &str, session: Option<&str>, body: Markup) -> Markup {
                     nav aria-label="Main" {
                         a href="/" { "Sessions" }
                         a href="/processors" { "Processors" }
+                        a href="/reports" { "Reports" }
                         a href="/openapi.json" { "API" }
                     }
                     span #live .live role="status" aria-live="polite" {}
@@ -66,7 +67,12 @@ pub(super) struct ListView<'a> {
     pub next: Option<&'a str>,
     pub q: &'a str,
     pub agent: &'a str,
+    pub channel: &'a str,
     pub state: Option<SessionState>,
+    /// How many gateway requests of a session are kept.
+    pub requests: &'a dyn Fn(uuid::Uuid) -> usize,
+    /// A session's last context report, when one is at hand.
+    pub report: &'a dyn Fn(uuid::Uuid) -> Option<std::sync::Arc<ContextReport>>,
     pub total: usize,
     pub signed_in: bool,
 }
@@ -83,6 +89,7 @@ pub(super) fn list(v: &ListView<'_>) -> Markup {
         form.filters method="get" action="/" role="search" {
             label { "Search" input type="search" name="q" value=(v.q) placeholder="key, title, id"; }
             label { "Agent" input type="text" name="agent" value=(v.agent) size="12"; }
+            label { "Channel" input type="text" name="channel" value=(v.channel) size="10"; }
             label { "State"
                 select name="state" {
                     option value="" selected[v.state.is_none()] { "any" }
@@ -106,6 +113,7 @@ pub(super) fn list(v: &ListView<'_>) -> Markup {
                         thead { tr {
                             th scope="col" { "Session" }
                             th scope="col" { "Agent" }
+                            th scope="col" .hide-narrow { "Channels" }
                             th scope="col" { "State" }
                             th scope="col" .hide-narrow { "Last activity" }
                             th scope="col" .num { "Messages" }
@@ -120,18 +128,22 @@ pub(super) fn list(v: &ListView<'_>) -> Markup {
                                         @if s.title.is_some() && s.key.is_some() {
                                             br; small.muted { (s.key.as_deref().unwrap_or_default()) }
                                         }
+                                        @let requests = (v.requests)(s.id);
+                                        @if requests > 0 {
+                                            br; small { a href={"/sessions/" (s.id) "#requests"} { (requests) " gateway request" @if requests != 1 { "s" } } }
+                                        }
                                     }
                                     td { (s.agent) }
+                                    td.hide-narrow.channels {
+                                        @for c in &s.channels {
+                                            a.badge href={"/?channel=" (enc(c))} title={"Only sessions with messages through " (c)} { (c) }
+                                        }
+                                    }
                                     td { (state_badge(s.state)) }
                                     td.hide-narrow { @if let Some(t) = &s.last_activity { (when(t)) } }
                                     td.num { (s.message_count) }
                                     td.num.hide-narrow { (s.checkpoints) }
-                                    td {
-                                        div.meter data-context={"/v1/sessions/" (s.id) "/context"} {
-                                            div.bar role="img" aria-label="context use" { span.fill style="width:0" {} }
-                                            small { a href={"/sessions/" (s.id)} { "open" } }
-                                        }
-                                    }
+                                    td { (meter(s.id, (v.report)(s.id).as_deref())) }
                                 }
                             }
                         }
@@ -140,12 +152,60 @@ pub(super) fn list(v: &ListView<'_>) -> Markup {
             }
             @if let Some(next) = v.next {
                 nav.pager aria-label="Pages" {
-                    a href={"/?q=" (enc(v.q)) "&agent=" (enc(v.agent)) "&state=" (v.state.map_or("", |s| s.as_str())) "&cursor=" (enc(next))} { "Older sessions →" }
+                    a href={"/?q=" (enc(v.q)) "&agent=" (enc(v.agent)) "&channel=" (enc(v.channel)) "&state=" (v.state.map_or("", |s| s.as_str())) "&cursor=" (enc(next))} { "Older sessions →" }
                 }
             }
         }
     };
     layout("Sessions", None, body)
+}
+
+/// A session's context meter: its use against the window, the compaction
+/// point marked. Drawn here from the last report at hand (so it reads with
+/// JavaScript off); the script draws it from a fresh one.
+fn meter(id: uuid::Uuid, report: Option<&ContextReport>) -> Markup {
+    let Some(r) = report else {
+        return html! {
+            div.meter data-context={"/v1/sessions/" (id) "/context"} {
+                div.bar role="img" aria-label="context use not measured yet" { span.fill style="width:0" {} }
+                small { a href={"/sessions/" (id)} { "open" } }
+            }
+        };
+    };
+    let used = r.tokens.total;
+    let window = r.context_limit;
+    let pct = if window == 0 {
+        0.0
+    } else {
+        (100.0 * f64::from(used) / f64::from(window)).min(100.0)
+    };
+    let level = if pct >= 95.0 {
+        "fill full"
+    } else if pct >= 75.0 {
+        "fill high"
+    } else {
+        "fill"
+    };
+    let trigger = r
+        .triggers
+        .iter()
+        .rfind(|t| t.name == "tokens" || t.name == "fraction");
+    let mut label = format!("{used} / {window} tokens");
+    if let Some(t) = trigger {
+        label.push_str(&format!(" · {:.0}% of the compaction point", t.percent));
+    }
+    html! {
+        div.meter data-context={"/v1/sessions/" (id) "/context"} {
+            div.bar role="img" aria-label=(label) {
+                span class=(level) style={"width:" (format!("{pct:.1}")) "%"} {}
+                @if let (Some(t), true) = (trigger, window > 0) {
+                    span.mark style={"left:" (format!("{:.1}", (100.0 * t.limit as f64 / f64::from(window)).min(100.0))) "%"}
+                        title={"compacts at " (t.limit) " tokens"} {}
+                }
+            }
+            small { (label) }
+        }
+    }
 }
 
 fn enc(text: &str) -> String {
@@ -164,6 +224,8 @@ pub(super) struct SessionPage<'a> {
     pub earlier: bool,
     pub report: Option<&'a ContextReport>,
     pub report_error: Option<String>,
+    /// The gateway's records of this session, newest first.
+    pub requests: &'a [crate::gateway::Brief],
 }
 
 pub(super) fn session(p: &SessionPage<'_>) -> Markup {
@@ -183,6 +245,9 @@ pub(super) fn session(p: &SessionPage<'_>) -> Markup {
             dt { "Id" } dd { code { (id) } }
             @if let Some(key) = &v.key { dt { "Key" } dd { (key) } }
             dt { "Agent" } dd { (v.agent) }
+            @if !v.channels.is_empty() {
+                dt { "Channels" } dd.channels { @for c in &v.channels { a.badge href={"/?channel=" (enc(c))} { (c) } } }
+            }
             dt { "State" } dd { (state_badge(v.state)) }
             dt { "Messages" } dd { (p.meta.message_count) }
             dt { "Summaries" } dd { (p.meta.checkpoints.len()) }
@@ -215,6 +280,7 @@ pub(super) fn session(p: &SessionPage<'_>) -> Markup {
             }
             (chart(p))
         }
+        (requests(&id, p.requests))
         div #timeline data-live {
             h2 { "Conversation" }
             @if p.earlier || p.back > 0 {
@@ -395,15 +461,7 @@ fn message(m: &Message, meta: &SessionMeta, tokens: &HashMap<&str, u32>) -> Mark
             @for part in &m.parts {
                 @match part {
                     Part::Text { text } => { (folded(text)) }
-                    Part::Image { source, mime_type } => {
-                        p { "Image " (mime_type.as_deref().unwrap_or("")) ": "
-                            @match source {
-                                MediaRef::Url(url) if url.starts_with("data:") => { "inline data (" (url.len()) " bytes)" }
-                                MediaRef::Url(url) => { code { (url) } }
-                                MediaRef::Path(path) => { code { (path) } }
-                            }
-                        }
-                    }
+                    Part::Image { source, mime_type } => { (image(source, mime_type.as_deref())) }
                     Part::File { name, path, .. } => { p { "File " code { (name) } " at " code { (path) } } }
                 }
             }
@@ -416,6 +474,56 @@ fn message(m: &Message, meta: &SessionMeta, tokens: &HashMap<&str, u32>) -> Mark
             @if let Some(call) = &m.tool_call_id {
                 p.muted { "result of " a href={"#call-" (call)} { (call) } }
             }
+        }
+    }
+}
+
+/// The largest inline image shown as a thumbnail, in bytes of its data URL.
+const MAX_THUMBNAIL: usize = 2 * 1024 * 1024;
+
+/// The raster image types shown inline (never SVG, which can carry script).
+const SHOWN_IMAGES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// A data URL this page may put in an `img`: a base64 raster image, of
+/// [`SHOWN_IMAGES`], no larger than [`MAX_THUMBNAIL`], nothing else in it.
+pub(super) fn safe_data_image(url: &str) -> bool {
+    let Some((head, data)) = url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(','))
+    else {
+        return false;
+    };
+    let Some(mime) = head.strip_suffix(";base64") else {
+        return false;
+    };
+    url.len() <= MAX_THUMBNAIL
+        && SHOWN_IMAGES.iter().any(|m| mime.eq_ignore_ascii_case(m))
+        && !data.is_empty()
+        && data
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+}
+
+/// An image part: a thumbnail when it is inline data of a raster type; a
+/// link when it is on the web (not loaded: a page that fetched it would
+/// tell its host who is reading the session); a path otherwise.
+fn image(source: &MediaRef, mime_type: Option<&str>) -> Markup {
+    let kind = mime_type.unwrap_or("image");
+    html! {
+        @match source {
+            MediaRef::Url(url) if safe_data_image(url) => {
+                figure.thumb {
+                    img src=(url) alt={"An image in the message (" (kind) ", " (url.len()) " bytes)"} loading="lazy";
+                }
+            }
+            MediaRef::Url(url) if url.starts_with("data:") => {
+                p.muted { "Inline " (kind) " (" (url.len()) " bytes), not shown: only PNG, JPEG, GIF and WebP data up to " (MAX_THUMBNAIL >> 20) " MiB are." }
+            }
+            MediaRef::Url(url) if url.starts_with("https://") || url.starts_with("http://") => {
+                p { "Image (" (kind) ", not loaded): " a href=(url) rel="noopener noreferrer nofollow" target="_blank" { (truncate(url)) } }
+            }
+            MediaRef::Url(url) => { p { "Image (" (kind) "): " code { (truncate(url)) } } }
+            MediaRef::Path(path) => { p { "Image (" (kind) ") at " code { (path) } } }
         }
     }
 }
@@ -582,4 +690,288 @@ pub(super) fn confirm(view: &SessionView, action: &str, question: &str, detail: 
         }
     };
     layout(question, None, body)
+}
+
+/// Requests listed before the older ones are folded.
+const REQUESTS_SHOWN: usize = 10;
+
+/// The session page's list of the gateway's requests.
+pub(super) fn requests(id: &str, briefs: &[crate::gateway::Brief]) -> Markup {
+    let (newest, older) = briefs.split_at(briefs.len().min(REQUESTS_SHOWN));
+    html! {
+        div #requests data-live {
+            h2 { "Requests through the gateway" }
+            @if briefs.is_empty() {
+                p.muted { "No request of this session went through the gateway since the server started." }
+            } @else {
+                (request_table(id, newest))
+                @if !older.is_empty() {
+                    details { summary { (older.len()) " older requests" } (request_table(id, older)) }
+                }
+            }
+        }
+    }
+}
+
+fn request_table(id: &str, briefs: &[crate::gateway::Brief]) -> Markup {
+    html! {
+        div.table-wrap { table {
+            thead { tr {
+                th scope="col" { "Request" } th scope="col" { "When" } th scope="col" .hide-narrow { "Wire" }
+                th scope="col" .num { "Tokens" } th scope="col" .num .hide-narrow { "Messages" }
+                th scope="col" { "Changes" } th scope="col" { "Outcome" }
+            } }
+            tbody {
+                @for b in briefs {
+                    tr {
+                        td { a href={"/sessions/" (id) "/requests/" (b.n)} { "#" (b.n) } }
+                        td { (when(&b.at)) }
+                        td.hide-narrow { (b.wire.label()) @if let Some(m) = &b.model { br; small.muted { (m) } } }
+                        td.num { (b.tokens.0) " → " (b.tokens.1) }
+                        td.num.hide-narrow { (b.messages.0) " → " (b.messages.1) }
+                        td {
+                            @match b.changes {
+                                Some((0, 0, 0)) => { span.muted { "none" } }
+                                Some((d, r, i)) => {
+                                    @if d > 0 { span.c-dropped { (d) " dropped" } " " }
+                                    @if r > 0 { span.c-replaced { (r) " replaced" } " " }
+                                    @if i > 0 { span.c-inserted { (i) " inserted" } }
+                                }
+                                None => { span.muted { "not kept" } }
+                            }
+                        }
+                        td { (b.outcome) }
+                    }
+                }
+            }
+        } }
+    }
+}
+
+/// A request of the gateway: what it was, and what each stage did.
+pub(super) fn request(view: &SessionView, r: &crate::gateway::RequestRecord) -> Markup {
+    let name = name_of(view);
+    let id = view.id.to_string();
+    let body = html! {
+        nav aria-label="Breadcrumb" { a href={"/sessions/" (id) "#requests"} { "← " (name) } }
+        h1 { "Request #" (r.n) }
+        dl.facts {
+            dt { "When" } dd { (when(&r.at)) }
+            dt { "Wire" } dd { (r.wire.label()) @if r.stream { " (streamed)" } }
+            @if let Some(m) = &r.model { dt { "Model" } dd { (m) } }
+            dt { "Session found by" } dd { (r.identified_by) }
+            dt { "Key" } dd { (r.key) }
+            @if let Some(from) = &r.branched_from { dt { "Branched from" } dd { (from) } }
+            dt { "Client's messages" } dd { (r.client_messages) " (" (r.known) " stored already, " (r.appended.len()) " new)" }
+            dt { "Tokens" } dd { (r.tokens_before) " since the last summary → " (r.tokens_after) " sent in " (r.sent.len()) " messages" }
+            dt { "Outcome" } dd {
+                (r.outcome)
+                @if let Some(s) = r.upstream_status { " (upstream " (s) ")" }
+                @if let Some(e) = &r.error { br; span.error { (e) } }
+            }
+            @if let Some(u) = &r.usage { dt { "Usage" } dd { (u.input_tokens) " tokens in, " (u.output_tokens) " out" } }
+            @if let Some(reply) = &r.reply { dt { "Answer" } dd { a href={"/sessions/" (id) "#m-" (reply)} { code { (reply) } } } }
+        }
+        h2 { "Stages" }
+        @if r.stages_forgotten {
+            p.muted { "This record is older than the newest " (crate::gateway::KEPT_DIFFS) " of its session: its stages are no longer kept." }
+        }
+        (stages(&r.stages))
+    };
+    layout(&format!("Request #{} · {}", r.n, name), None, body)
+}
+
+/// Each stage in order, with its time, outcome, steps and diff.
+pub(super) fn stages(stages: &[agent_host_engine::trace::StageReport]) -> Markup {
+    html! {
+        ol.stages {
+            @for (i, s) in stages.iter().enumerate() {
+                li.stage id={"stage-" (i + 1)} {
+                    h3 {
+                        (i + 1) ". " (s.name)
+                        @if let Some(v) = &s.version { " " small.muted { (v) } }
+                        " " span class={"badge outcome-" (s.outcome)} { (s.outcome) }
+                    }
+                    p.muted {
+                        (format!("{:.2}", s.time_ms)) " ms · " (s.diff.before) " messages in, " (s.diff.after) " out: "
+                        (s.diff.kept) " kept, " (s.diff.dropped) " dropped, " (s.diff.replaced) " replaced, " (s.diff.inserted) " inserted"
+                    }
+                    @if let Some(e) = &s.error { p.error { (e) } }
+                    @if !s.steps.is_empty() {
+                        ul.steps { @for step in &s.steps { li { (step) } } }
+                    }
+                    (diff(&s.diff))
+                }
+            }
+        }
+    }
+}
+
+fn excerpt_head(e: &agent_host_core::diff::Excerpt) -> Markup {
+    let role = match e.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    html! {
+        span.who { (role) }
+        @if let Some(t) = &e.tool { " · " (t) }
+        @if e.summary { " · summary" }
+        " " small.muted { code { (e.id) } " · " (e.chars) " characters" }
+    }
+}
+
+fn excerpt_text(e: &agent_host_core::diff::Excerpt) -> Markup {
+    html! {
+        div.text { (e.text) }
+        @if e.cut {
+            p.muted { @if e.text.is_empty() { "(its text is not kept: the record's text budget was spent)" } @else { "(cut: " (e.chars) " characters in all)" } }
+        }
+    }
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut cut: String = line.chars().take(120).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// A stage's diff: kept runs folded, a dropped message struck out (its text
+/// behind a disclosure), a replaced one beside its replacement, an inserted
+/// one marked.
+fn diff(d: &agent_host_core::diff::ViewDiff) -> Markup {
+    use agent_host_core::diff::Change;
+    html! {
+        @if d.changes.is_empty() {
+            p.muted { "No message in or out." }
+        } @else {
+            ol.diff aria-label="Messages in and out" {
+                @for c in &d.changes {
+                    @match c {
+                        Change::Kept { count, first, last } => {
+                            li.kept { "= " (count) " message" @if *count != 1 { "s" } " kept unchanged"
+                                " " small.muted { code { (first) } @if first != last { " … " code { (last) } } } }
+                        }
+                        Change::DroppedRun { count, first, last } => {
+                            li.dropped { "− " del { (count) " earlier messages dropped" }
+                                " " small.muted { "(not listed) " code { (first) } " … " code { (last) } } }
+                        }
+                        Change::Dropped { message } => {
+                            li.dropped {
+                                details {
+                                    summary { "− dropped: " (excerpt_head(message)) br; del { (first_line(&message.text)) } }
+                                    del { (excerpt_text(message)) }
+                                }
+                            }
+                        }
+                        Change::Replaced { before, after } => {
+                            li.replaced {
+                                p { "± replaced" }
+                                div.sides {
+                                    div.before { p { "Before: " (excerpt_head(before)) } del { (excerpt_text(before)) } }
+                                    div.after { p { "After: " (excerpt_head(after)) } ins { (excerpt_text(after)) } }
+                                }
+                            }
+                        }
+                        Change::Inserted { message } => {
+                            li.inserted {
+                                p { "+ inserted: " (excerpt_head(message)) }
+                                ins { (excerpt_text(message)) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if d.not_listed > 0 { p.muted { "And " (d.not_listed) " more changed messages, counted but not listed." } }
+        }
+    }
+}
+
+/// The form that shows a `run --report` file.
+pub(super) fn report_form(error: Option<&str>) -> Markup {
+    let body = html! {
+        h1 { "A pipeline report" }
+        p {
+            "Shows what each stage did in a report written by "
+            code { "agent-host run --report report.json" }
+            ": its time, its outcome, and the messages it kept, dropped, replaced and inserted. The report is shown, not kept."
+        }
+        @if let Some(e) = error { p.error role="alert" { (e) } }
+        form #report-form method="post" action="/reports" {
+            p { label { "Report file " input #report-file type="file" accept="application/json,.json"; } }
+            p { label for="report-text" { "Or its text" } br;
+                textarea #report-text name="report" rows="10" cols="80" required spellcheck="false" {} }
+            button.primary type="submit" { "Show" }
+        }
+    };
+    layout("A pipeline report", None, body)
+}
+
+/// A `run --report` file, shown.
+pub(super) fn run_report(r: &super::RunReport) -> Markup {
+    let field = |v: &serde_json::Value, name: &str| -> String {
+        match v.get(name) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) if !other.is_null() => other.to_string(),
+            _ => "?".to_owned(),
+        }
+    };
+    let body = html! {
+        nav aria-label="Breadcrumb" { a href="/reports" { "← Another report" } }
+        h1 { "A pipeline report" }
+        dl.facts {
+            dt { "Input" } dd { (field(&r.input, "source")) " (" (field(&r.input, "format")) "): "
+                (field(&r.input, "messages")) " messages, " (field(&r.input, "tokens")) " tokens" }
+            dt { "Output" } dd { (field(&r.output, "format")) ": "
+                (field(&r.output, "messages")) " messages, " (field(&r.output, "tokens")) " tokens" }
+            @if let Some(f) = &r.failure { dt { "Failure" } dd.error { (f) } }
+        }
+        h2 { "Stages" }
+        (stages(r.stages.as_deref().unwrap_or_default()))
+    };
+    layout("A pipeline report", None, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_raster_data_urls_become_images() {
+        assert!(safe_data_image("data:image/png;base64,iVBORw0KGgo="));
+        assert!(safe_data_image("data:image/JPEG;base64,/9j/4AAQ"));
+        for refused in [
+            "data:image/svg+xml;base64,PHN2Zz4=",
+            "data:text/html;base64,PHNjcmlwdD4=",
+            "data:image/png,<svg onload=alert(1)>",
+            "data:image/png;base64,AAAA\" onerror=\"alert(1)",
+            "data:image/png;base64,",
+            "https://example.com/a.png",
+            "javascript:alert(1)",
+        ] {
+            assert!(!safe_data_image(refused), "{refused}");
+        }
+        let huge = format!("data:image/png;base64,{}", "A".repeat(MAX_THUMBNAIL));
+        assert!(!safe_data_image(&huge));
+    }
+
+    #[test]
+    fn an_image_on_the_web_is_a_link_not_an_img() {
+        let html = image(
+            &MediaRef::Url("https://tracker.example/pixel.png?u=1".into()),
+            Some("image/png"),
+        )
+        .into_string();
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains("rel=\"noopener noreferrer nofollow\""),
+            "{html}"
+        );
+        let html = image(&MediaRef::Url("javascript:alert(1)".into()), None).into_string();
+        assert!(!html.contains("href"), "{html}");
+    }
 }
