@@ -4,7 +4,9 @@
 # virtual environment under
 #   ${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/python/py-package-<versions>/
 # It needs python3 with venv and, the first time, access to PyPI (or a pip
-# mirror). When the pinned versions are there it does nothing. The last line
+# mirror). When the pinned versions are there it does nothing. Beside it,
+# wheelhouse/ holds the wheels of pytest and langchain-core (and their
+# dependencies) that host/python/test.sh installs into a fresh environment. The last line
 # it prints is the path of the environment's python.
 #
 #   bash host/python/tools.sh
@@ -19,7 +21,7 @@ venv="$tools/py-package-maturin-$MATURIN_VERSION-pytest-$PYTEST_VERSION-langchai
 python="$venv/bin/python"
 
 check="import importlib.metadata as m, sys; sys.exit(0 if (m.version('maturin'), m.version('pytest'), m.version('langchain-core')) == ('$MATURIN_VERSION', '$PYTEST_VERSION', '$LANGCHAIN_CORE_VERSION') else 1)"
-if [[ -x "$python" ]] && "$python" -c "$check" 2>/dev/null; then
+if [[ -x "$python" ]] && [[ -f "$venv/wheelhouse/.complete" ]] && "$python" -c "$check" 2>/dev/null; then
     echo "maturin $MATURIN_VERSION, pytest $PYTEST_VERSION and langchain-core $LANGCHAIN_CORE_VERSION are already installed" >&2
     echo "$python"
     exit 0
@@ -37,4 +39,9 @@ trap 'rm -rf "$venv"' ERR
 python3 -m venv "$venv" >&2
 "$python" -m pip install --quiet --disable-pip-version-check \
     "maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "langchain-core==$LANGCHAIN_CORE_VERSION" >&2
+# The test environments are made fresh for every run and filled from this
+# wheelhouse with --no-index: the tests themselves need no network.
+"$python" -m pip download --quiet --disable-pip-version-check --dest "$venv/wheelhouse" \
+    "pytest==$PYTEST_VERSION" "langchain-core==$LANGCHAIN_CORE_VERSION" >&2
+touch "$venv/wheelhouse/.complete"
 echo "$python"

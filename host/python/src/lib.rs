@@ -40,7 +40,7 @@ use agent_host_store::{NewSession, SessionMeta, SessionRef, SessionStore, StoreE
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 use serde_json::{Value, json};
 
 /// The exception class of each error kind, registered by the package.
@@ -248,8 +248,18 @@ impl History {
         format: Option<&str>,
     ) -> PyResult<History> {
         let format = parse_format(py, format)?;
-        let text = json_dumps(py, messages)
-            .map_err(|e| invalid(py, format!("the messages are not JSON-serialisable: {e}")))?;
+        let not_json = |e: PyErr| invalid(py, format!("the messages are not JSON-serialisable: {e}"));
+        // A line-based format's records, given as a list, are its lines.
+        let text = match messages.cast::<PyList>() {
+            Ok(list) if format.is_some_and(Format::is_line_based) => {
+                let mut lines = Vec::with_capacity(list.len());
+                for record in list.iter() {
+                    lines.push(json_dumps(py, &record).map_err(not_json)?);
+                }
+                lines.join("\n")
+            }
+            _ => json_dumps(py, messages).map_err(not_json)?,
+        };
         History::read_text(py, text, format, "<messages>".to_owned())
     }
 
@@ -867,11 +877,19 @@ impl Session {
     }
 
     /// Appends `messages` (a `History`, text of any supported format, or
-    /// message dicts) to the log, durably; returns the new message count.
+    /// message dicts) to the log, durably, each without a time stamped now;
+    /// returns the new message count.
     fn append(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<u64> {
         let messages = History::messages_of(py, messages, None)?;
         if messages.is_empty() {
             return self.current(py);
+        }
+        // Stamped now when they carry no time, as the server's appends are,
+        // so that time queries find them.
+        let now = chrono::Utc::now();
+        let mut messages = Arc::unwrap_or_clone(messages);
+        for m in &mut messages {
+            m.timestamp.get_or_insert(now);
         }
         let store = Arc::clone(&self.store);
         let reference = self.meta.reference();
