@@ -199,12 +199,8 @@ impl History {
         let text = if let Ok(s) = value.cast::<PyString>() {
             s.extract::<String>()?
         } else {
-            json_dumps(py, value).map_err(|e| {
-                invalid(
-                    py,
-                    format!("the messages are not JSON-serialisable: {e}"),
-                )
-            })?
+            json_dumps(py, value)
+                .map_err(|e| invalid(py, format!("the messages are not JSON-serialisable: {e}")))?
         };
         Ok(History::read_text(py, text, format, "<messages>".to_owned())?.messages)
     }
@@ -234,7 +230,12 @@ impl History {
         source: Option<String>,
     ) -> PyResult<History> {
         let format = parse_format(py, format)?;
-        History::read_text(py, text, format, source.unwrap_or_else(|| "<string>".into()))
+        History::read_text(
+            py,
+            text,
+            format,
+            source.unwrap_or_else(|| "<string>".into()),
+        )
     }
 
     /// Reads a history from Python objects: a list of message dicts (OpenAI,
@@ -248,7 +249,8 @@ impl History {
         format: Option<&str>,
     ) -> PyResult<History> {
         let format = parse_format(py, format)?;
-        let not_json = |e: PyErr| invalid(py, format!("the messages are not JSON-serialisable: {e}"));
+        let not_json =
+            |e: PyErr| invalid(py, format!("the messages are not JSON-serialisable: {e}"));
         // A line-based format's records, given as a list, are its lines.
         let text = match messages.cast::<PyList>() {
             Ok(list) if format.is_some_and(Format::is_line_based) => {
@@ -420,13 +422,19 @@ impl Processor {
                     serde_json::from_str::<Value>(&text).map_err(|e| {
                         invalid(
                             py,
-                            format!("the configuration for {} is not valid JSON: {e}", path.display()),
+                            format!(
+                                "the configuration for {} is not valid JSON: {e}",
+                                path.display()
+                            ),
                         )
                     })?;
                     text
                 }
                 Err(_) => json_dumps(py, c).map_err(|e| {
-                    invalid(py, format!("the configuration is not JSON-serialisable: {e}"))
+                    invalid(
+                        py,
+                        format!("the configuration is not JSON-serialisable: {e}"),
+                    )
                 })?,
             }),
         };
@@ -456,7 +464,11 @@ impl Processor {
                 return Err(invalid(py, "memory_mib must be at least 1"));
             }
             options.limits.memory_bytes = mib.checked_mul(1 << 20).ok_or_else(|| {
-                raise(py, ErrorKind::LimitExceeded, format!("memory_mib {mib} is too large"))
+                raise(
+                    py,
+                    ErrorKind::LimitExceeded,
+                    format!("memory_mib {mib} is too large"),
+                )
             })?;
         }
         let loaded = py.detach(move || runtime()?.load_file(&path, options));
@@ -501,7 +513,13 @@ impl Processor {
     ) -> PyResult<RunResult> {
         let py = slf.py();
         let input = input_of(py, history)?;
-        execute(py, input, vec![Arc::clone(&slf.get().inner)], None, context_limit)
+        execute(
+            py,
+            input,
+            vec![Arc::clone(&slf.get().inner)],
+            None,
+            context_limit,
+        )
     }
 
     fn __repr__(&self) -> String {
@@ -653,7 +671,9 @@ fn execute(
 /// Runs core's pipeline over `history` (repair, doom-loop warnings, pruning
 /// of large tool results, an extractive summary when a trigger fires,
 /// packing into the budget, emergency truncation), then each of
-/// `processors` in order. `compact=False` only repairs and packs.
+/// `processors` in order. `compact=False` only repairs and packs;
+/// `pipeline=False` runs the processors alone, on the history as given
+/// (`context_limit` is then only what they are told of).
 #[pyfunction]
 #[pyo3(signature = (
     history,
@@ -663,7 +683,9 @@ fn execute(
     response_reserve = None,
     min_recent_messages = None,
     compact = true,
+    pipeline = true,
 ))]
+#[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
     history: &Bound<'_, PyAny>,
@@ -672,8 +694,13 @@ fn run(
     response_reserve: Option<u32>,
     min_recent_messages: Option<usize>,
     compact: bool,
+    pipeline: bool,
 ) -> PyResult<RunResult> {
     let input = input_of(py, history)?;
+    let chain: Vec<_> = processors.iter().map(|p| Arc::clone(&p.inner)).collect();
+    if !pipeline {
+        return execute(py, input, chain, None, context_limit);
+    }
     let mut budget = context_limit.map_or_else(BudgetConfig::default, BudgetConfig::for_window);
     if let Some(reserve) = response_reserve {
         if reserve >= budget.context_limit {
@@ -698,7 +725,6 @@ fn run(
     } else {
         PipelineConfig::repair_only(budget)
     };
-    let chain = processors.iter().map(|p| Arc::clone(&p.inner)).collect();
     execute(py, input, chain, Some(config), None)
 }
 
@@ -727,8 +753,7 @@ fn store_call<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> Result<T, StoreError> + Send,
 ) -> PyResult<T> {
-    py.detach(f)
-        .map_err(|e| to_py(py, e.into(), ErrorKind::Io))
+    py.detach(f).map_err(|e| to_py(py, e.into(), ErrorKind::Io))
 }
 
 impl Store {
@@ -969,7 +994,9 @@ impl Session {
             .detach(move || -> anyhow::Result<String> {
                 let (meta, c) =
                     agent_host_engine::context_report(store.as_ref(), &reference, &config)?;
-                Ok(serde_json::to_string(&agent_host_api::ContextReport::new(&meta, &c))?)
+                Ok(serde_json::to_string(&agent_host_api::ContextReport::new(
+                    &meta, &c,
+                ))?)
             })
             .map_err(|e| to_py(py, e, ErrorKind::Io))?;
         json_loads(py, &report)

@@ -87,13 +87,15 @@ def run(
     response_reserve: Optional[int] = None,
     min_recent_messages: Optional[int] = None,
     compact: bool = True,
+    pipeline: bool = True,
 ) -> RunResult:
     """Runs core's pipeline over ``history`` within a budget of
     ``context_limit`` tokens (default 128,000), then each of ``processors``
     in order; see :class:`RunResult` for what comes back.
 
     ``compact=False`` only repairs tool-call pairing and packs the budget (no
-    pruning, summary or truncation). A processor failing under its ``fail``
+    pruning, summary or truncation); ``pipeline=False`` runs the processors
+    alone on the history as given. A processor failing under its ``fail``
     policy raises :class:`ProcessorFailedError` (whose ``report`` says what
     ran).
     """
@@ -104,6 +106,7 @@ def run(
         response_reserve=response_reserve,
         min_recent_messages=min_recent_messages,
         compact=compact,
+        pipeline=pipeline,
     )
 
 

@@ -161,8 +161,9 @@ def run(
     response_reserve: Optional[int] = None,
     min_recent_messages: Optional[int] = None,
     compact: bool = True,
+    pipeline: bool = True,
 ) -> RunResult:
-    """Core's pipeline, then the processors."""
+    """Core's pipeline (unless ``pipeline=False``), then the processors."""
 
 def formats() -> List[Tuple[str, bool]]:
     """Every supported format's name, with whether it can be written."""

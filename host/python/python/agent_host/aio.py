@@ -51,6 +51,7 @@ async def run(
     response_reserve: Optional[int] = None,
     min_recent_messages: Optional[int] = None,
     compact: bool = True,
+    pipeline: bool = True,
 ) -> RunResult:
     """:func:`agent_host.run` as a coroutine."""
     chain = list(processors)
@@ -62,6 +63,7 @@ async def run(
         response_reserve=response_reserve,
         min_recent_messages=min_recent_messages,
         compact=compact,
+        pipeline=pipeline,
     )
 
 
