@@ -2,7 +2,8 @@
 in one run on one machine.
 
 - ``agent_host.run`` in process (``compact=False``: repair, then packing into
-  the budget, newest first, the system prompt kept), from message dicts;
+  the budget, newest first, the system prompt kept), from message dicts (read
+  and format detection timed) and on histories already read;
 - the ``agent-host run`` CLI, one process per history (``--no-compact``), the
   way a Python program without the package calls it;
 - langchain-core's ``trim_messages`` (``strategy="last"``, system kept,
@@ -11,6 +12,8 @@ in one run on one machine.
   case).
 
     python host/python/bench.py CORPUS_DIR AGENT_HOST_BINARY [ROUNDS]
+
+(``none`` for the binary leaves the CLI out.)
 
 Run by ``bash host/python/bench.sh`` with the release wheel installed.
 """
@@ -68,6 +71,12 @@ def main() -> None:
         for h in histories:
             agent_host.run(h, context_limit=WINDOW, compact=False)
 
+    read = [agent_host.from_messages(h) for h in histories]
+
+    def python_api_read() -> None:
+        for h in read:
+            agent_host.run(h, context_limit=WINDOW, compact=False)
+
     lc = [convert_to_messages(h) for h in histories]
 
     def langchain() -> None:
@@ -98,10 +107,12 @@ def main() -> None:
                 )
 
         results = {
-            "agent_host.run (in process)": timed(python_api, rounds),
-            "agent-host run (CLI, a process per history)": timed(cli, max(1, rounds // 2)),
-            "langchain-core trim_messages": timed(langchain, rounds),
+            "agent_host.run (in process, from message dicts)": timed(python_api, rounds),
+            "agent_host.run (in process, on a History already read)": timed(python_api_read, rounds),
         }
+        if binary != "none":
+            results["agent-host run (CLI, a process per history)"] = timed(cli, max(1, rounds // 2))
+        results["langchain-core trim_messages"] = timed(langchain, rounds)
 
     # Check the in-process results keep within the budget.
     for h in histories:
