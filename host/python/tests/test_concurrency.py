@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import agent_host
 from agent_host import aio
@@ -12,21 +13,31 @@ from agent_host import aio
 def test_a_long_call_lets_other_python_threads_run(guest, chat):
     # The spin guest runs until its deadline: 300 ms inside the extension.
     spin = agent_host.Processor(guest("spin"), deadline_ms=300, on_failure="skip")
+    history = agent_host.from_messages(chat)  # read beforehand: only the call is timed
+    span = []
     done = threading.Event()
 
     def call() -> None:
-        spin.run(chat)
+        span.append(time.perf_counter())
+        spin.run(history)
+        span.append(time.perf_counter())
         done.set()
 
     worker = threading.Thread(target=call)
+    samples = []
     ticks = 0
     worker.start()
     while not done.is_set():
         ticks += 1
+        if ticks % 1000 == 0:
+            samples.append(time.perf_counter())
     worker.join()
-    # Holding the GIL through the call would leave this thread a handful of
-    # switch intervals (5 ms each) at most; released, it spins the whole time.
-    assert ticks > 100_000, ticks
+    begun, ended = span
+    assert ended - begun >= 0.25
+    # Were the GIL held through the call, this thread could not run between
+    # its start and its end.
+    inside = [t for t in samples if begun + 0.05 < t < ended - 0.05]
+    assert len(inside) > 10, (len(inside), len(samples))
 
 
 def test_the_asyncio_api(tmp_path, guest, processor, chat):
