@@ -15,7 +15,7 @@
 //!
 //! Errors become the exception classes of `agent_host.errors`, one per
 //! [`ErrorKind`], registered by the package at import
-//! ([`register_errors`]): the CLI maps a kind to an exit code, the server to
+//! (`register_errors`): the CLI maps a kind to an exit code, the server to
 //! a status, this module to a class.
 
 use std::io::Cursor;
