@@ -12,7 +12,7 @@ const FRONT_END_ONLY: [&str; 4] = ["clap", "rustyline", "indicatif", "agent-host
 
 /// Each library crate and the agent-host crates it may depend on (normal
 /// dependencies). Dev-dependencies are free: tests may use anything.
-const ALLOWED: [(&str, &[&str]); 11] = [
+const ALLOWED: [(&str, &[&str]); 12] = [
     ("agent-host-core", &[]),
     ("agent-host-runtime", &["agent-host-core"]),
     ("agent-host-store", &["agent-host-core"]),
@@ -44,6 +44,16 @@ const ALLOWED: [(&str, &[&str]); 11] = [
             "agent-host-runtime",
             "agent-host-store",
             "agent-host-provider",
+            "agent-host-engine",
+            "agent-host-api",
+        ],
+    ),
+    (
+        "agent-host-python",
+        &[
+            "agent-host-core",
+            "agent-host-runtime",
+            "agent-host-store",
             "agent-host-engine",
             "agent-host-api",
         ],

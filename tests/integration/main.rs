@@ -16,6 +16,7 @@ mod postgres;
 mod processor_tools;
 mod processors;
 mod provider;
+mod python_package;
 mod run;
 mod runtime;
 mod serve;
