@@ -605,7 +605,13 @@ mod tests {
         user.tool_call_id = Some("stray".into());
         let mut assistant = call("a", &["c1", "c1"]);
         assistant.push_tool_call("c2", "t", "{}");
-        let history = vec![system, user, assistant, result("r1", "c1"), result("r2", "c2")];
+        let history = vec![
+            system,
+            user,
+            assistant,
+            result("r1", "c1"),
+            result("r2", "c2"),
+        ];
         let before: Vec<u32> = history.iter().map(|m| m.tokens(&counter)).collect();
         let (repaired, changes) = repair(history);
         assert_eq!(changes.len(), 3, "{changes:?}");
