@@ -38,6 +38,9 @@ use crate::message::{Message, Role};
 
 /// The most facts one utterance yields.
 pub const MAX_FACTS_PER_UTTERANCE: usize = 64;
+/// A sentence with fewer content words than this is searched together with
+/// the sentence before it.
+pub const SHORT_SENTENCE_TERMS: usize = 5;
 /// The longest sentence kept, in bytes (longer ones are cut).
 pub const MAX_SENTENCE_BYTES: usize = 2048;
 
@@ -106,7 +109,9 @@ pub fn extract(
     recorded_at: DateTime<Utc>,
 ) -> Vec<Fact> {
     let mut facts = Vec::new();
+    let mut before: Option<&str> = None;
     for (place, sentence) in sentences(said.text).enumerate() {
+        let previous = before.replace(sentence);
         if facts.len() == MAX_FACTS_PER_UTTERANCE {
             break;
         }
@@ -125,6 +130,11 @@ pub fn extract(
         fact.value = found.value;
         fact.mentions = found.mentions;
         fact.dates = found.dates;
+        // A short sentence that fills no attribute (`It was so powerful.`)
+        // is searched with the one before it, which it likely refers to.
+        fact.context = previous
+            .filter(|_| fact.attribute.is_none() && terms(sentence).len() < SHORT_SENTENCE_TERMS)
+            .map(str::to_owned);
         fact.valid_from = said.at;
         fact.source = Provenance {
             session: session.map(str::to_owned),
@@ -498,7 +508,25 @@ fn clause(text: &str) -> String {
         .take_while(|w| {
             !matches!(
                 w.to_lowercase().as_str(),
-                "and" | "but" | "because" | "since" | "so"
+                "and"
+                    | "but"
+                    | "because"
+                    | "since"
+                    | "so"
+                    | "last"
+                    | "next"
+                    | "this"
+                    | "yesterday"
+                    | "today"
+                    | "tomorrow"
+                    | "ago"
+                    | "for"
+                    | "with"
+                    | "when"
+                    | "after"
+                    | "before"
+                    | "now"
+                    | "recently"
             )
         })
         .filter(|w| !w.is_empty())
@@ -844,6 +872,13 @@ mod tests {
         assert_eq!(
             (lives.attribute.as_deref(), lives.value.as_deref()),
             (Some("lives in"), Some("Porto"))
+        );
+        let moved = one("I moved to New York last week.");
+        assert_eq!(moved.value.as_deref(), Some("New York"));
+        let facts = all("I went to the science museum downtown. It was great fun for everyone!");
+        assert_eq!(
+            facts[1].context.as_deref(),
+            Some("I went to the science museum downtown.")
         );
         let email = one("My email is ada@example.org.");
         assert_eq!(email.attribute.as_deref(), Some("email"));

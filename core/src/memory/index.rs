@@ -11,9 +11,9 @@ use std::collections::HashMap;
 use super::terms::terms;
 
 /// BM25's term-frequency saturation.
-const K1: f32 = 1.2;
+const K1: f32 = 0.9;
 /// BM25's length normalisation.
-const B: f32 = 0.75;
+const B: f32 = 0.4;
 
 /// One entry's postings: the entry and how often the term occurs in it.
 type Posting = (u32, u16);

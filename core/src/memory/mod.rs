@@ -174,6 +174,10 @@ pub struct Fact {
     /// The dates it speaks of, resolved (`2023-05-07`, `2023-05`, `2022`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dates: Vec<String>,
+    /// What was said just before it in the same message (the sentence it
+    /// may refer back to): searched, not shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// Where it came from.
     #[serde(default)]
     pub source: Provenance,
@@ -212,6 +216,7 @@ impl Fact {
             value: None,
             mentions: Vec::new(),
             dates: Vec::new(),
+            context: None,
             source: Provenance::default(),
             recorded_at: at,
             valid_from: at,
@@ -251,6 +256,9 @@ impl Fact {
         for mention in self.mentions.iter().chain(&self.dates) {
             name("mentions", mention)?;
         }
+        if let Some(context) = &self.context {
+            text("context", context)?;
+        }
         if let Some(session) = &self.source.session {
             name("source.session", session)?;
         }
@@ -270,6 +278,7 @@ impl Fact {
             .chain(&self.value)
             .chain(&self.mentions)
             .chain(&self.dates)
+            .chain(&self.context)
         {
             out.push(' ');
             out.push_str(piece);

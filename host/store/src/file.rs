@@ -146,6 +146,7 @@ use super::{
 
 mod files;
 mod folder;
+pub(crate) mod memory_log;
 mod meta;
 mod tail;
 
