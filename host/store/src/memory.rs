@@ -107,7 +107,7 @@ impl MemoryStore {
     /// let again = MemoryStore::open(&spec)?;
     /// let hits = again.search("coffee", &Filter::user("alice"), 5, false)?;
     /// assert_eq!(hits[0].fact.text, "prefers dark roast coffee");
-    /// # Ok::<(), agent_host_store::StoreError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(spec: &str) -> Result<MemoryStore> {
         let log = if is_postgres(spec) {
