@@ -63,6 +63,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod hot;
 pub mod index;
+mod memory;
 pub mod metrics;
 mod observe;
 pub mod openapi;
@@ -122,6 +123,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// What the gateway does with a request that names no session.
     pub anonymous: gateway::Anonymous,
+    /// The long-term memory `/v1/memory` serves (none: those routes say
+    /// the server keeps none).
+    pub memory: Option<Arc<agent_host_store::memory::MemoryStore>>,
 }
 
 impl Default for ServerConfig {
@@ -137,6 +141,7 @@ impl Default for ServerConfig {
             hooks: Vec::new(),
             shutdown_grace: Duration::from_secs(10),
             anonymous: gateway::Anonymous::default(),
+            memory: None,
         }
     }
 }
@@ -210,6 +215,7 @@ impl Server {
         let state = self.state.clone();
         let mut api = gateway::router()
             .merge(routes::router())
+            .merge(memory::router())
             .merge(dashboard::router());
         if !state.config.tokens.is_empty() {
             // Without tokens every request is let through (on loopback
