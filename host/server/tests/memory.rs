@@ -112,7 +112,11 @@ async fn memory_over_http() {
         .iter()
         .map(|h| h["fact"]["text"].as_str().unwrap())
         .collect();
-    assert_eq!(texts, ["I moved to Porto."]);
+    assert_eq!(texts[0], "I moved to Porto.", "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("Lisbon")),
+        "an invalidated fact is left out: {texts:?}"
+    );
     let (_, all) = s
         .send(
             Method::GET,
