@@ -46,6 +46,7 @@ pub mod error_kind;
 pub mod export;
 pub mod extractive;
 pub mod format;
+pub mod memory;
 pub mod message;
 pub mod pairing;
 pub mod pipeline;

@@ -27,6 +27,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub mod memory;
 pub mod server;
 pub use server::{
     AppendMessages, Appended, CreateSession, Health, MessageList, ServerEvent, SessionList,

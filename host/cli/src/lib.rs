@@ -118,6 +118,16 @@ enum Command {
     /// or `.agent-host/` in the working directory. A session is named by its key (within
     /// --agent, default `default`) or by its id.
     Sessions(crate::commands::sessions::SessionsArgs),
+    /// Long-term memory: facts across sessions. Add (or extract from a history), search,
+    /// get, list, update, delete.
+    ///
+    /// Memory lives in the same store as the sessions (--store); each command works in one
+    /// user's memory (--user) with one agent (--agent).
+    #[command(after_help = "Examples:\n  \
+        agent-host memory add \"prefers tabs over spaces\" --user alice\n  \
+        agent-host memory search \"tabs or spaces\" --user alice\n  \
+        agent-host memory get --entity alice --user alice")]
+    Memory(crate::commands::memory::MemoryArgs),
     /// Whole stores: copy every session from one store to another (file, SQLite, PostgreSQL).
     #[command(subcommand)]
     Store(crate::commands::store::StoreCommand),
@@ -214,6 +224,10 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
         Command::Sessions(command) => {
             let settings = settings(&Overrides::default())?;
             command.run(&settings.store, out)
+        }
+        Command::Memory(command) => {
+            let settings = settings(&Overrides::default())?;
+            crate::commands::memory::run(command, &settings.store, out)
         }
         Command::Chat(command) => {
             let settings = settings(&command.overrides)?;

@@ -36,6 +36,22 @@ pub enum EngineEvent {
         /// The messages the checkpoint covers, in log order.
         messages: Vec<agent_host_core::Message>,
     },
+    /// The long-term memory flush ran over the messages a checkpoint is
+    /// about to cover (before it is stored): `facts` new facts.
+    MemoryFlushed {
+        /// The session.
+        session: SessionRef,
+        /// How many facts it added.
+        facts: usize,
+    },
+    /// Long-term memory recalled facts into a turn's view (after its newest
+    /// message).
+    MemoryRecalled {
+        /// The session.
+        session: SessionRef,
+        /// What was recalled, with its tokens.
+        recall: agent_host_core::memory::recall::Recall,
+    },
     /// A summary checkpoint was stored.
     ContextCompacted {
         /// The session.

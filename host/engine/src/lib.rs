@@ -127,6 +127,43 @@ pub struct EngineConfig {
     pub cache_dir: Option<PathBuf>,
     /// The agent new sessions belong to when a request names none.
     pub agent: String,
+    /// Long-term memory: flushed before a summary covers messages, recalled
+    /// into each turn's view (`None`: no memory).
+    pub memory: Option<MemoryConfig>,
+}
+
+/// Long-term memory for an engine's turns.
+///
+/// Before a checkpoint is stored, the offline extractor runs over exactly
+/// the messages it covers and what it finds is in memory first (a failure
+/// stops the compaction: nothing is summarized away unsaved). Before each
+/// turn is sent, up to `retrieval_limit` facts matching the user's message,
+/// within `recall_tokens`, go into the view's volatile tail: one synthetic
+/// message after the newest, never among the cached messages before it, and
+/// never stored.
+#[derive(Clone, Debug)]
+pub struct MemoryConfig {
+    /// Where the facts are.
+    pub store: Arc<agent_host_store::memory::MemoryStore>,
+    /// The user whose memory it is (and the entity the user's words are
+    /// about).
+    pub user: String,
+    /// The most facts recalled per turn (default 10).
+    pub retrieval_limit: usize,
+    /// The most tokens recalled facts take (default 1,000).
+    pub recall_tokens: u32,
+}
+
+impl MemoryConfig {
+    /// `user`'s memory in `store`, with the default limits.
+    pub fn new(store: Arc<agent_host_store::memory::MemoryStore>, user: impl Into<String>) -> Self {
+        MemoryConfig {
+            store,
+            user: user.into(),
+            retrieval_limit: agent_host_core::memory::recall::DEFAULT_RETRIEVAL_LIMIT,
+            recall_tokens: agent_host_core::memory::recall::DEFAULT_RECALL_TOKENS,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -140,6 +177,7 @@ impl Default for EngineConfig {
             processors: Vec::new(),
             cache_dir: None,
             agent: agent_host_store::DEFAULT_AGENT.to_owned(),
+            memory: None,
         }
     }
 }
@@ -239,6 +277,15 @@ pub struct TurnOutcome {
     pub first_attempt: Option<Prepared>,
     /// The session after the turn.
     pub session: Option<SessionMeta>,
+    /// What long-term memory recalled into the view (placed after its
+    /// newest message, not stored).
+    pub recall: Option<agent_host_core::memory::recall::Recall>,
+}
+
+/// Appends `recall`'s message after the newest message of `view` (the
+/// volatile tail; the messages before it, the cached prefix, are untouched).
+fn place_recall(view: &mut Vec<Message>, recall: &agent_host_core::memory::recall::Recall) {
+    agent_host_core::memory::recall::place(view, recall, format!("memory-recall-{}", view.len()));
 }
 
 /// Runs turns; see the [crate documentation](crate).
@@ -437,6 +484,9 @@ impl Engine {
         )
         .await?;
 
+        let recall = self
+            .recall(&session, &agent, &request.text, &mut prepared, &*observer)
+            .await?;
         let mut aggressive_retry = None;
         let mut first_attempt = None;
         // The text of the answer as it streams in, kept if the stream is cut.
@@ -478,6 +528,9 @@ impl Engine {
                     &*observer,
                 )
                 .await?;
+                if let Some(recall) = &recall {
+                    place_recall(&mut prepared.view, recall);
+                }
                 self.send_keeping(&provider, &prepared.view, &*observer, &mut arrived)
                     .await
             }
@@ -546,6 +599,7 @@ impl Engine {
             aggressive_retry,
             first_attempt,
             session: Some(stored),
+            recall,
         })
     }
 
@@ -603,6 +657,7 @@ impl Engine {
             aggressive_retry: None,
             first_attempt: None,
             session: loaded.meta,
+            recall: None,
         })
     }
 
@@ -645,6 +700,7 @@ impl Engine {
             aggressive_retry: None,
             first_attempt: None,
             session: None,
+            recall: None,
         })
     }
 
@@ -781,6 +837,41 @@ impl Engine {
         }
     }
 
+    /// Recalls what long-term memory holds for `text` and places it after
+    /// the newest message of `prepared`'s view; reported to `observer`.
+    async fn recall(
+        &self,
+        session: &SessionRef,
+        agent: &str,
+        text: &str,
+        prepared: &mut Prepared,
+        observer: &dyn Observer,
+    ) -> Result<Option<agent_host_core::memory::recall::Recall>> {
+        let Some(memory) = self.inner.config.memory.clone() else {
+            return Ok(None);
+        };
+        let (agent, text) = (agent.to_owned(), text.to_owned());
+        let recall = self
+            .blocking(move |inner| {
+                let filter =
+                    agent_host_core::memory::Filter::user(memory.user.clone()).agent(agent);
+                Ok(memory.store.recall(
+                    &filter,
+                    &text,
+                    memory.retrieval_limit,
+                    memory.recall_tokens,
+                    &inner.counter,
+                )?)
+            })
+            .await?;
+        place_recall(&mut prepared.view, &recall);
+        observer.event(&EngineEvent::MemoryRecalled {
+            session: session.clone(),
+            recall: recall.clone(),
+        });
+        Ok(Some(recall))
+    }
+
     /// Stores the checkpoint `prepared` made, if any: the pair goes to the
     /// log and the checkpoint to the metadata; `log` and `checkpoint` follow.
     /// `pending`: the log's last message is this turn's user message, not
@@ -799,14 +890,41 @@ impl Engine {
         };
         let covers: std::collections::HashSet<&str> =
             new.covers.iter().map(String::as_str).collect();
+        let covered: Vec<Message> = log
+            .iter()
+            .filter(|m| covers.contains(m.id.as_str()))
+            .cloned()
+            .collect();
         observer.event(&EngineEvent::BeforeCompaction {
             session: session.clone(),
-            messages: log
-                .iter()
-                .filter(|m| covers.contains(m.id.as_str()))
-                .cloned()
-                .collect(),
+            messages: covered.clone(),
         });
+        if let Some(memory) = self.inner.config.memory.clone() {
+            // The flush: what the summary is about to cover is in memory
+            // before the summary is stored.
+            let target = session.clone();
+            let added = self
+                .blocking(move |inner| {
+                    let meta = inner.open(&target)?;
+                    let scope = agent_host_core::memory::Scope::new(
+                        memory.user.clone(),
+                        meta.agent.clone(),
+                    );
+                    let source = meta.id.to_string();
+                    Ok(memory.store.extract(
+                        &scope,
+                        Some(&source),
+                        &covered,
+                        &memory.user,
+                        &meta.agent,
+                    )?)
+                })
+                .await?;
+            observer.event(&EngineEvent::MemoryFlushed {
+                session: session.clone(),
+                facts: added.iter().filter(|a| !a.duplicate).count(),
+            });
+        }
         let pair = prepared.compaction.append.clone();
         let (target, written) = (session.clone(), new.clone());
         self.blocking(move |inner| {

@@ -63,6 +63,7 @@ pub mod gateway;
 pub mod hooks;
 pub mod hot;
 pub mod index;
+mod memory;
 pub mod metrics;
 mod observe;
 pub mod openapi;
@@ -127,6 +128,9 @@ pub struct ServerConfig {
     /// page); on by default. Off spares each request the comparison of
     /// every stage's input with its output.
     pub request_stages: bool,
+    /// The long-term memory `/v1/memory` serves (none: those routes say
+    /// the server keeps none).
+    pub memory: Option<Arc<agent_host_store::memory::MemoryStore>>,
 }
 
 impl Default for ServerConfig {
@@ -143,6 +147,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             anonymous: gateway::Anonymous::default(),
             request_stages: true,
+            memory: None,
         }
     }
 }
@@ -216,6 +221,7 @@ impl Server {
         let state = self.state.clone();
         let mut api = gateway::router()
             .merge(routes::router())
+            .merge(memory::router())
             .merge(dashboard::router());
         if !state.config.tokens.is_empty() {
             // Without tokens every request is let through (on loopback

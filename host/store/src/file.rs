@@ -156,6 +156,7 @@ mod files;
 mod folder;
 #[cfg(unix)]
 mod journal;
+pub(crate) mod memory_log;
 mod meta;
 mod tail;
 

@@ -50,6 +50,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub mod file;
+pub mod memory;
 pub mod migrate;
 pub mod names;
 mod open;
@@ -539,6 +540,10 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// A memory operation that cannot be done (an unknown fact, a taken
+    /// id, a field out of bounds).
+    #[error(transparent)]
+    Memory(#[from] agent_host_core::memory::MemoryError),
     /// A failure inside another backend (a database), with its context.
     #[error("{context}")]
     Backend {
@@ -562,6 +567,7 @@ impl StoreError {
             StoreError::Invalid { what: "store", .. } => ErrorKind::Configuration,
             StoreError::Invalid { .. } | StoreError::PageLimit { .. } => ErrorKind::InvalidInput,
             StoreError::Oversized { .. } => ErrorKind::LimitExceeded,
+            StoreError::Memory(e) => e.kind(),
             StoreError::Io { .. }
             | StoreError::Refused { .. }
             | StoreError::Metadata { .. }

@@ -898,7 +898,7 @@ impl RawMeta {
 }
 
 /// Sets the connection up: WAL, full sync, foreign keys, the busy timeout.
-fn configure(conn: &Connection, path: &Path) -> Result<()> {
+pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<()> {
     let fail = |e| {
         backend(
             format!(
@@ -978,7 +978,7 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
 }
 
 /// Creates missing folders `0700`, as the file store does.
-fn create_private_dir(path: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dir(path: &Path) -> io::Result<()> {
     let mut builder = fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -988,7 +988,7 @@ fn create_private_dir(path: &Path) -> io::Result<()> {
 
 /// Creates the database file `0600` when missing (an empty file is an empty
 /// database); SQLite gives its `-wal` and `-shm` files the same mode.
-fn create_private_file(path: &Path) -> io::Result<()> {
+pub(crate) fn create_private_file(path: &Path) -> io::Result<()> {
     let mut options = fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -1039,7 +1039,7 @@ fn is_constraint(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation)
 }
 
-fn backend(context: String, e: rusqlite::Error) -> StoreError {
+pub(crate) fn backend(context: String, e: rusqlite::Error) -> StoreError {
     StoreError::Backend {
         context,
         source: Box::new(e),

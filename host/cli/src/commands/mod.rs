@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod context;
+pub mod memory;
 pub mod processor;
 pub mod run;
 pub mod serve;

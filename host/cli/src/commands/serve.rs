@@ -134,6 +134,21 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
         webhooks,
         hooks: load_hooks(&args.hooks)?,
         anonymous: args.anonymous,
+        // Long-term memory beside the sessions; a PostgreSQL store keeps none yet.
+        memory: if agent_host_store::is_postgres(&settings.store) {
+            None
+        } else {
+            Some(std::sync::Arc::new(
+                agent_host_store::memory::MemoryStore::open(&settings.store).with_context(
+                    || {
+                        format!(
+                            "cannot open the memory of the store {}",
+                            agent_host_store::redact(&settings.store)
+                        )
+                    },
+                )?,
+            ))
+        },
         ..ServerConfig::default()
     };
     let processors = (!args.processors.is_empty()).then(|| {

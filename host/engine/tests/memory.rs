@@ -1,0 +1,212 @@
+//! Long-term memory in the engine: the flush before a summary is stored,
+//! and recall placed after the newest message of the view (never among the
+//! cached messages before it, never stored).
+
+use std::sync::{Arc, Mutex};
+
+use agent_host_core::Message;
+use agent_host_core::memory::{Fact, Filter, Scope};
+use agent_host_engine::{Engine, EngineConfig, EngineEvent, MemoryConfig, TurnRequest};
+use agent_host_provider::{ProviderKind, ProviderSettings};
+use agent_host_store::memory::MemoryStore;
+use agent_host_store::{FileStore, NewSession, SessionRef, SessionStore};
+use agent_host_testkit::model_server::{LlmServer, Wire};
+use serde_json::Value;
+
+/// A fact stated only in messages about to be summarized is in memory
+/// before the summary is stored; messages the summary does not cover are
+/// not flushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_flush_saves_what_a_summary_covers_before_the_summary_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let memory = Arc::new(MemoryStore::open(&dir.path().to_string_lossy()).unwrap());
+    let session = SessionRef::key("default", "s");
+    let meta = store
+        .create(&NewSession::new("default").with_key("s"))
+        .unwrap();
+    let mut log = vec![
+        Message::user("My email is ada@example.org, please remember it.").with_id("m0"),
+        Message::assistant("Noted, I will use that address from now on.").with_id("m1"),
+    ];
+    for i in 1..=6 {
+        log.push(
+            Message::user(format!("Question number {i} about the weather report."))
+                .with_id(format!("u{i}")),
+        );
+        log.push(
+            Message::assistant(format!("Answer number {i} about the weather report."))
+                .with_id(format!("a{i}")),
+        );
+    }
+    log.push(Message::user("I live in Porto these days.").with_id("last"));
+    store.append(&meta.reference(), &log).unwrap();
+
+    let config = EngineConfig {
+        memory: Some(MemoryConfig::new(memory.clone(), "ada")),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config, store.clone(), &|_: &str| None).unwrap();
+    // What the store and memory held when the flush reported.
+    let seen: Arc<Mutex<Vec<(usize, bool)>>> = Arc::default();
+    let (sink, at_flush, memory_at_flush) = (seen.clone(), store.clone(), memory.clone());
+    let observer = Arc::new(move |e: &EngineEvent| {
+        if let EngineEvent::MemoryFlushed { facts, .. } = e {
+            let checkpoints = at_flush
+                .load(&SessionRef::key("default", "s"))
+                .unwrap()
+                .meta
+                .checkpoints
+                .len();
+            let found = memory_at_flush
+                .search("email", &Filter::user("ada"), 5, false)
+                .unwrap()
+                .iter()
+                .any(|h| h.fact.value.as_deref() == Some("ada@example.org"));
+            assert!(*facts > 0);
+            sink.lock().unwrap().push((checkpoints, found));
+        }
+    });
+    let prepared = engine.summarize(&session, observer).await.unwrap();
+    let covered = prepared
+        .compaction
+        .checkpoint
+        .as_ref()
+        .expect("a checkpoint")
+        .covers
+        .clone();
+    assert!(covered.contains(&"m0".to_owned()) && !covered.contains(&"last".to_owned()));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(0, true)],
+        "flushed once, before the checkpoint was stored"
+    );
+    assert_eq!(store.load(&session).unwrap().meta.checkpoints.len(), 1);
+    let email = &memory
+        .search("email", &Filter::user("ada"), 5, false)
+        .unwrap()[0]
+        .fact;
+    assert_eq!(email.value.as_deref(), Some("ada@example.org"));
+    assert_eq!(email.source.message.as_deref(), Some("m0"));
+    assert_eq!(
+        email.source.session.as_deref(),
+        Some(meta.id.to_string().as_str())
+    );
+    // Exactly the covered messages: the message the summary keeps is not flushed.
+    assert!(
+        memory
+            .search("Porto", &Filter::user("ada"), 5, true)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+fn provider(server: &LlmServer) -> ProviderSettings {
+    let mut provider = ProviderSettings::new(ProviderKind::OpenAi, "test-model");
+    provider.base_url = server.base_url();
+    provider.api_key_env = None;
+    provider.max_retries = 0;
+    provider
+}
+
+fn sent(body: &Value) -> Vec<Value> {
+    body["messages"].as_array().unwrap().clone()
+}
+
+/// Recalled facts go after the newest message of the request; the messages
+/// before it are the same bytes with or without recall and turn after
+/// turn; the recall message is never stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_goes_after_the_cached_prefix_and_is_not_stored() {
+    let server = LlmServer::start(Wire::OpenAi);
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let memory = Arc::new(MemoryStore::open(&dir.path().to_string_lossy()).unwrap());
+    let now = chrono::Utc::now();
+    memory
+        .add(Fact::new(
+            "rex",
+            Scope::new("ada", "default"),
+            "ada",
+            "has a dog named Rex",
+            now,
+        ))
+        .unwrap();
+    memory
+        .add(Fact::new(
+            "other",
+            Scope::new("bob", "default"),
+            "bob",
+            "has a dog named Fido",
+            now,
+        ))
+        .unwrap();
+    let config = EngineConfig {
+        provider: Some(provider(&server)),
+        memory: Some(MemoryConfig::new(memory.clone(), "ada")),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config, store.clone(), &|_: &str| None).unwrap();
+    let session = SessionRef::key("default", "chat");
+    let reported: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let sink = reported.clone();
+    let observer = Arc::new(move |e: &EngineEvent| {
+        if let EngineEvent::MemoryRecalled { recall, .. } = e {
+            sink.lock().unwrap().push(recall.facts.len());
+        }
+    });
+    let first = engine
+        .turn(
+            TurnRequest::new(session.clone(), "What is my dog called?"),
+            observer.clone(),
+        )
+        .await
+        .unwrap();
+    let recall = first.recall.as_ref().unwrap();
+    assert_eq!(
+        recall
+            .facts
+            .iter()
+            .map(|f| f.id.as_str())
+            .collect::<Vec<_>>(),
+        ["rex"],
+        "ada's memory only"
+    );
+    assert!(recall.tokens > 0 && recall.tokens <= 1_000);
+    let second = engine
+        .turn(
+            TurnRequest::new(session.clone(), "And what breed is the dog?"),
+            observer,
+        )
+        .await
+        .unwrap();
+    assert!(second.recall.is_some());
+    assert_eq!(*reported.lock().unwrap(), [1, 1]);
+
+    let requests = server.requests();
+    let (one, two) = (sent(&requests[0].body), sent(&requests[1].body));
+    // The newest message of the log, then the recall.
+    assert_eq!(one.len(), 2);
+    assert_eq!(one[0]["content"], "What is my dog called?");
+    assert!(
+        one[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("has a dog named Rex")
+    );
+    assert!(!one[1]["content"].as_str().unwrap().contains("Fido"));
+    // Turn two's request starts with turn one's messages, unchanged: the
+    // recall of turn one is not among them.
+    assert_eq!(two[0], one[0]);
+    assert_eq!(two[2]["content"], "And what breed is the dog?");
+    assert!(two[3]["content"].as_str().unwrap().contains("Rex"));
+    assert_eq!(two.len(), 4);
+    // Never stored.
+    let stored = store.load(&session).unwrap().messages;
+    assert_eq!(stored.len(), 4);
+    assert!(
+        stored
+            .iter()
+            .all(|m| !m.text().contains("Relevant memories"))
+    );
+}
