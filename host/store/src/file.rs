@@ -455,9 +455,16 @@ impl FileStore {
     }
 
     /// Makes the bytes just written at `offset` of `log` (the session
-    /// `id`'s) durable: through the journal when there is one and they fit
-    /// a record, else by syncing the log.
-    fn make_durable(&self, log: &File, id: Uuid, offset: u64, bytes: &[u8]) -> io::Result<()> {
+    /// `id`'s; `file_id` its device and inode) durable: through the journal
+    /// when there is one and they fit a record, else by syncing the log.
+    fn make_durable(
+        &self,
+        log: &File,
+        file_id: (u64, u64),
+        id: Uuid,
+        offset: u64,
+        bytes: &[u8],
+    ) -> io::Result<()> {
         #[cfg(unix)]
         if let Some(journal) = &self.journal
             && bytes.len() <= journal::MAX_RECORD
@@ -465,11 +472,12 @@ impl FileStore {
             return journal.commit(journal::Entry {
                 session: id,
                 log,
+                file_id,
                 offset,
                 bytes,
             });
         }
-        let _ = (id, offset, bytes);
+        let _ = (file_id, id, offset, bytes);
         log.sync_data()
     }
 
@@ -1089,7 +1097,7 @@ impl FileStore {
         let id = open.meta.meta.id;
         let written = (&open.log)
             .write_all(buf)
-            .and_then(|()| self.make_durable(&open.log, id, end, buf));
+            .and_then(|()| self.make_durable(&open.log, open.log_stamp.file_id(), id, end, buf));
         if let Err(e) = written {
             // Never leave half a turn for the next append to glue onto.
             let _ = cut(&open.log, end);
@@ -1673,15 +1681,22 @@ impl SessionStore for FileStore {
             self.mend_tail(held)?;
             let path = held.loc.log();
             let ctx = held.ctx;
-            let end = held
+            let stat = held
                 .log
                 .metadata()
-                .map_err(|e| io_error(&format!("{ctx}: cannot read"), &path, e))?
-                .len();
+                .map_err(|e| io_error(&format!("{ctx}: cannot read"), &path, e))?;
+            let end = stat.len();
+            #[cfg(unix)]
+            let file_id = {
+                use std::os::unix::fs::MetadataExt;
+                (stat.dev(), stat.ino())
+            };
+            #[cfg(not(unix))]
+            let file_id = (0, 0);
             let id = held.meta.meta.id;
             let written = (&held.log)
                 .write_all(&buf)
-                .and_then(|()| self.make_durable(&held.log, id, end, &buf));
+                .and_then(|()| self.make_durable(&held.log, file_id, id, end, &buf));
             if let Err(e) = written {
                 // Never leave half a turn for the next append to glue onto.
                 let _ = cut(&held.log, end);

@@ -111,6 +111,12 @@ impl Stamp {
         Ok(Stamp::from(&rustix::fs::fstat(file)?))
     }
 
+    /// The file's device and inode.
+    #[cfg(unix)]
+    pub fn file_id(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
     /// Whether both are the same file (whatever its content).
     pub fn same_file(&self, other: &Stamp) -> bool {
         self.dev == other.dev && self.ino == other.ino

@@ -44,7 +44,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use sha2::{Digest, Sha256};
@@ -77,6 +77,8 @@ pub(super) struct Entry<'a> {
     pub session: Uuid,
     /// The log, to sync at the next checkpoint.
     pub log: &'a File,
+    /// The log's device and inode, as the caller found them.
+    pub file_id: (u64, u64),
     pub offset: u64,
     pub bytes: &'a [u8],
 }
@@ -173,14 +175,12 @@ impl Journal {
     /// before it: by writing the group itself when no write is under way,
     /// else by waiting for the one that is.
     pub(super) fn commit(&self, entry: Entry<'_>) -> io::Result<()> {
-        let meta = entry.log.metadata()?;
-        let payload = append_payload(&entry, meta.ino());
+        let payload = append_payload(&entry, entry.file_id.1);
         let mut st = self.lock();
         if let Some(why) = &st.broken {
             return Err(io::Error::other(why.clone()));
         }
-        let key = (meta.dev(), meta.ino());
-        if let std::collections::hash_map::Entry::Vacant(slot) = st.dirty.entry(key) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = st.dirty.entry(entry.file_id) {
             slot.insert(entry.log.try_clone()?);
         }
         st.added += 1;
