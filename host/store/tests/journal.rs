@@ -282,3 +282,34 @@ fn two_dead_processes_appending_to_one_session_are_replayed_in_log_order() {
         "only the live journals are left"
     );
 }
+
+#[test]
+fn a_strange_journal_folder_never_keeps_the_store_from_opening() {
+    let dir = TempDir::new().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let s = session(&store, "kept");
+    store.append(&s, &[Message::user("m0")]).unwrap();
+    drop(store);
+    let journal = dir.path().join("journal");
+    fs::create_dir_all(&journal).unwrap();
+    // More than a journal holds, a link to a file outside, garbage, and a
+    // folder with a journal's name: none is replayed, the store opens.
+    fs::write(journal.join("big.wal"), vec![b'A'; 9 << 20]).unwrap();
+    let outside = dir.path().join("outside");
+    fs::write(&outside, b"not a journal").unwrap();
+    std::os::unix::fs::symlink(&outside, journal.join("link.wal")).unwrap();
+    fs::write(journal.join("garbage.wal"), b"AHJ1 not a record").unwrap();
+    fs::create_dir(journal.join("folder.wal")).unwrap();
+    let reopened = FileStore::open(dir.path()).unwrap();
+    assert_eq!(texts(&reopened, &s), ["m0"]);
+    assert!(journal.join("big.wal").exists(), "not read, not removed");
+    assert_eq!(
+        fs::read(&outside).unwrap(),
+        b"not a journal",
+        "the link's target untouched"
+    );
+    assert!(
+        !journal.join("garbage.wal").exists(),
+        "read (no records) and removed"
+    );
+}
