@@ -154,6 +154,49 @@ pub struct PipelineReport {
     pub usage: ContextUsage,
     /// Provider rules the view still breaks (empty unless repair is off).
     pub violations: Vec<Violation>,
+    /// How long each step took, in order; empty unless the caller gave a
+    /// clock ([`compact_timed`]).
+    pub step_times: Vec<StepTime>,
+}
+
+/// How long one step of the pipeline took.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepTime {
+    /// `read` (splitting the log at its checkpoint and reading the messages
+    /// a view can reach), `repair`, `doom_loops`, `prune`, `summary`,
+    /// `pack`, `view` (truncation, counting, validation).
+    pub step: &'static str,
+    /// Milliseconds.
+    pub ms: f64,
+}
+
+/// Marks the steps of a run against a caller's clock (core reads none).
+struct Steps<'a> {
+    clock: Option<&'a dyn Fn() -> f64>,
+    last: f64,
+    times: Vec<StepTime>,
+}
+
+impl<'a> Steps<'a> {
+    fn start(clock: Option<&'a dyn Fn() -> f64>) -> Self {
+        Steps {
+            clock,
+            last: clock.map_or(0.0, |c| c()),
+            times: Vec::new(),
+        }
+    }
+
+    /// Ends `step` now.
+    fn mark(&mut self, step: &'static str) {
+        if let Some(clock) = self.clock {
+            let now = clock();
+            self.times.push(StepTime {
+                step,
+                ms: (now - self.last).max(0.0),
+            });
+            self.last = now;
+        }
+    }
 }
 
 /// The outcome of compaction.
@@ -187,6 +230,33 @@ pub fn compact(
         checkpoint,
         config,
         counter,
+        clock: None,
+    };
+    run.compact(summarizer, now, true)
+        .into_compaction()
+        .expect("a view is made when asked for")
+}
+
+/// [`compact`], timing each step with `clock` (milliseconds from any
+/// start, never going back): the report's
+/// [`step_times`](PipelineReport::step_times) say where the time went.
+/// Core reads no clock of its own; the caller's may be `Instant`.
+pub fn compact_timed(
+    log: &[Message],
+    checkpoint: Option<&Checkpoint>,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    now: DateTime<Utc>,
+    clock: &dyn Fn() -> f64,
+) -> Compaction {
+    let run = Run {
+        log,
+        hidden: 0,
+        checkpoint,
+        config,
+        counter,
+        clock: Some(clock),
     };
     run.compact(summarizer, now, true)
         .into_compaction()
@@ -206,6 +276,8 @@ pub(crate) struct Run<'a> {
     pub checkpoint: Option<&'a Checkpoint>,
     pub config: &'a PipelineConfig,
     pub counter: &'a dyn TokenCounter,
+    /// Times the steps when given.
+    pub clock: Option<&'a dyn Fn() -> f64>,
 }
 
 /// What a [`Run`] made: a compaction whose view is `None` when it was not
@@ -245,7 +317,9 @@ impl Run<'_> {
             checkpoint,
             config,
             counter,
+            clock,
         } = *self;
+        let mut steps = Steps::start(clock);
         let split = split_log(log, checkpoint);
         let mut system: Vec<Message> = log[..split.system_end].to_vec();
         // The system prompt is sent too: what its messages may not carry (a
@@ -321,6 +395,7 @@ impl Run<'_> {
         let mut append = Vec::new();
         let mut new_checkpoint = None;
         let mut summary_outcome = SummaryOutcome::Skipped;
+        steps.mark("read");
         let (messages, loaded): (Cow<'_, [Message]>, usize) = if unchanged {
             (Cow::Borrowed(read), read.len())
         } else {
@@ -337,12 +412,15 @@ impl Run<'_> {
                 messages = repaired;
             }
             repairs.splice(0..0, system_repairs.drain(..));
+            steps.mark("repair");
             if let Some(c) = &config.doom_loop {
                 doom_loops = doom_loop::inject_warnings(&mut messages, c);
             }
+            steps.mark("doom_loops");
             if let Some(c) = &prune_config {
                 pruned = prune::prune(&mut messages, usage, c);
             }
+            steps.mark("prune");
             summary_outcome = match (&config.summary, summarizer) {
                 (Some(sc), Some(summarizer)) => {
                     let total = fixed_tokens + tokens_of(&messages);
@@ -420,6 +498,7 @@ impl Run<'_> {
                 }
                 _ => SummaryOutcome::Skipped,
             };
+            steps.mark("summary");
             (Cow::Owned(messages), loaded)
         };
 
@@ -441,6 +520,7 @@ impl Run<'_> {
             .tokens
             .left_out
         };
+        steps.mark("pack");
         // Messages before the window never reached the view either.
         let left_out = packed_out
             + if summarizing {
@@ -504,6 +584,7 @@ impl Run<'_> {
                 (Some(view), truncations, tokens, len, violations)
             }
         };
+        steps.mark("view");
         let usage = ContextUsage {
             context_limit: config.budget.context_limit,
             response_reserve: config.budget.response_reserve,
@@ -533,6 +614,7 @@ impl Run<'_> {
                 truncations,
                 usage,
                 violations,
+                step_times: steps.times,
             },
         }
     }
@@ -812,6 +894,55 @@ mod tests {
         ));
         assert_eq!(next.view[2].id, cp.summary_id);
         assert_eq!(next.view.last().unwrap().id, "u10");
+    }
+
+    #[test]
+    fn a_timed_run_says_where_the_time_went_and_changes_nothing_else() {
+        let log = session(10);
+        let summarizer = Fixed(Ok("## Current State\nall good".into()));
+        let config = PipelineConfig::default();
+        let counter = HeuristicCounter::default();
+        let untimed = compact(&log, None, &config, &counter, Some(&summarizer), now());
+        assert!(untimed.report.step_times.is_empty());
+        // A clock that moves 1.5 ms each time it is read.
+        let ticks = std::cell::Cell::new(0.0);
+        let clock = || {
+            ticks.set(ticks.get() + 1.5);
+            ticks.get()
+        };
+        let timed = compact_timed(
+            &log,
+            None,
+            &config,
+            &counter,
+            Some(&summarizer),
+            now(),
+            &clock,
+        );
+        let steps: Vec<&str> = timed.report.step_times.iter().map(|t| t.step).collect();
+        assert_eq!(
+            steps,
+            [
+                "read",
+                "repair",
+                "doom_loops",
+                "prune",
+                "summary",
+                "pack",
+                "view"
+            ]
+        );
+        assert!(timed.report.step_times.iter().all(|t| t.ms == 1.5));
+        let mut without = timed.report.clone();
+        without.step_times.clear();
+        assert_eq!(without, untimed.report);
+        assert_eq!(timed.view, untimed.view);
+
+        // A log no stage changes is read, packed and made a view.
+        let small = session(2);
+        let timed = compact_timed(&small, None, &config, &counter, None, now(), &clock);
+        let steps: Vec<&str> = timed.report.step_times.iter().map(|t| t.step).collect();
+        assert_eq!(steps, ["read", "pack", "view"]);
     }
 
     #[test]

@@ -152,6 +152,7 @@ impl LogWindow {
             checkpoint: self.checkpoint.as_ref(),
             config: &self.config,
             counter: &*self.counter,
+            clock: None,
         }
     }
 

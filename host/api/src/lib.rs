@@ -66,15 +66,15 @@ pub struct SessionView {
     /// When it was last written or read by a turn (the server's view).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_activity: Option<DateTime<Utc>>,
-    /// The channels its messages came through, as the server has seen them
-    /// (written since it started, or read by the dashboard), sorted; at
-    /// most [`MAX_CHANNELS`].
+    /// The channels it was created or written through, as the store keeps
+    /// them (and the server has seen since), sorted; at most
+    /// [`MAX_CHANNELS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<String>,
 }
 
-/// The most channels a [`SessionView`] lists.
-pub const MAX_CHANNELS: usize = 16;
+/// The most channels a [`SessionView`] lists: what a store keeps.
+pub use agent_host_store::MAX_CHANNELS;
 
 impl From<&SessionMeta> for SessionView {
     fn from(meta: &SessionMeta) -> Self {
@@ -91,7 +91,7 @@ impl From<&SessionMeta> for SessionView {
             checkpoints: meta.checkpoints.len(),
             state: None,
             last_activity: None,
-            channels: Vec::new(),
+            channels: meta.channels.clone(),
         }
     }
 }

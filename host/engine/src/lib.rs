@@ -1071,14 +1071,28 @@ impl Inner {
             (None, false) => None,
         };
         let started = std::time::Instant::now();
-        let mut compaction = pipeline::compact(
-            log,
-            checkpoint,
-            &config,
-            &self.counter,
-            summarizer,
-            info.now,
-        );
+        // Traced, each step is timed too (the request page shows where the
+        // time went); untraced, no clock is read.
+        let mut compaction = if mode.trace {
+            pipeline::compact_timed(
+                log,
+                checkpoint,
+                &config,
+                &self.counter,
+                summarizer,
+                info.now,
+                &trace::step_clock(),
+            )
+        } else {
+            pipeline::compact(
+                log,
+                checkpoint,
+                &config,
+                &self.counter,
+                summarizer,
+                info.now,
+            )
+        };
         let pipeline_ms = started.elapsed().as_secs_f64() * 1000.0;
         let summarizer = llm.map(|s| s.calls());
         if let Some(checkpoint) = &mut compaction.checkpoint {

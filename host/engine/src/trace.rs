@@ -8,7 +8,7 @@
 use agent_host_core::Message;
 use agent_host_core::budget::is_system_prompt;
 use agent_host_core::diff::{DiffLimits, ViewDiff, diff, diff_refs};
-use agent_host_core::pipeline::{Compaction, SummaryOutcome};
+use agent_host_core::pipeline::{Compaction, StepTime, SummaryOutcome};
 use agent_host_core::session::Checkpoint;
 use agent_host_runtime::ProcessorReport;
 use serde::{Deserialize, Serialize};
@@ -46,8 +46,29 @@ pub struct StageReport {
     /// processor's repairs and log lines).
     #[serde(default)]
     pub steps: Vec<String>,
+    /// Where its time went, step by step (the pipeline's, when it was
+    /// timed: core's [`StepTime`]s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_times: Vec<StepTiming>,
     /// Its input against its output.
     pub diff: ViewDiff,
+}
+
+/// How long one step of a stage took.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepTiming {
+    /// The step (`read`, `repair`, `doom_loops`, `prune`, `summary`,
+    /// `pack`, `view`).
+    pub step: String,
+    /// Milliseconds.
+    pub ms: f64,
+}
+
+/// A clock for [`agent_host_core::pipeline::compact_timed`]: milliseconds
+/// since it was made.
+pub fn step_clock() -> impl Fn() -> f64 {
+    let started = std::time::Instant::now();
+    move || started.elapsed().as_secs_f64() * 1000.0
 }
 
 /// At most this many lines of a stage's steps are kept.
@@ -155,6 +176,14 @@ pub fn pipeline_stage(
         outcome: if changed { "changed" } else { "unchanged" }.to_owned(),
         error: None,
         steps: capped(steps),
+        step_times: r
+            .step_times
+            .iter()
+            .map(|t: &StepTime| StepTiming {
+                step: t.step.to_owned(),
+                ms: t.ms,
+            })
+            .collect(),
         diff,
     }
 }
@@ -192,6 +221,7 @@ pub fn processor_stage(
         outcome,
         error: report.error.clone(),
         steps: capped(steps),
+        step_times: Vec::new(),
         diff: diff(before, after, &pairs, &DiffLimits::default()),
     }
 }

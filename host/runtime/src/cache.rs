@@ -93,7 +93,7 @@ struct Opened {
 }
 
 /// How a component was obtained.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheOutcome {
     /// Loaded from the cache.

@@ -1,11 +1,11 @@
 //! The provenance report: what each processor did to the history.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{CacheOutcome, Processor, ProcessorError};
 
 /// What became of a processor's call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Its answer was applied.
@@ -17,7 +17,7 @@ pub enum Outcome {
 }
 
 /// A message replaced by a processor.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replaced {
     /// The id of the input message.
     pub id: String,
@@ -26,7 +26,7 @@ pub struct Replaced {
 }
 
 /// A line a processor logged (through the `log` import, or on stdout/stderr).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
     /// `trace`, `debug`, `info`, `warn`, `error`, `stdout` or `stderr`.
     pub level: String,
@@ -36,7 +36,7 @@ pub struct LogLine {
 
 /// What one processor did in a run: who it is, what it cost, and which
 /// messages it kept, dropped, replaced and inserted.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProcessorReport {
     /// Its name.
     pub name: String,

@@ -29,12 +29,12 @@
 //! `x-agent-host-processors`, `x-agent-host-request`), and the request's
 //! record (what each stage did) is at
 //! `GET /v1/sessions/{id}/requests/{n}`; the newest [`KEPT_RECORDS`] of a
-//! session are kept, in memory, the newest [`KEPT_DIFFS`] with a bounded
+//! session are kept, in memory and in the store ([`crate::records`]), the
+//! newest [`KEPT_DIFFS`] with a bounded
 //! diff of the messages each stage kept, dropped, replaced and inserted
 //! (the dashboard's request page shows them).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use agent_host_api::PipelineReport;
 use agent_host_core::format::{anthropic, openai};
@@ -52,7 +52,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -90,7 +90,7 @@ pub(crate) fn router() -> Router<Shared> {
 }
 
 /// The wire a client speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Wire {
     /// OpenAI Chat Completions.
@@ -136,8 +136,9 @@ impl Wire {
     }
 }
 
-/// What a request did, kept for `GET /v1/sessions/{id}/requests/{n}`.
-#[derive(Clone, Debug, Serialize)]
+/// What a request did, kept for `GET /v1/sessions/{id}/requests/{n}`
+/// (in memory and in the store, see [`crate::records`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Its number in the session, from 1.
     pub n: u64,
@@ -151,7 +152,7 @@ pub struct RequestRecord {
     pub stream: bool,
     /// How the session was found: `header`, `prompt_cache_key`, `user`,
     /// `fingerprint`.
-    pub identified_by: &'static str,
+    pub identified_by: String,
     /// The session key.
     pub key: String,
     /// The session this one branched from, when the client's history
@@ -210,6 +211,28 @@ pub(crate) struct Brief {
     pub outcome: String,
 }
 
+impl Brief {
+    /// What the dashboard lists of `r`.
+    pub(crate) fn of(r: &RequestRecord) -> Brief {
+        let (mut dropped, mut replaced, mut inserted) = (0, 0, 0);
+        for stage in &r.stages {
+            dropped += stage.diff.dropped;
+            replaced += stage.diff.replaced;
+            inserted += stage.diff.inserted;
+        }
+        Brief {
+            n: r.n,
+            at: r.at,
+            wire: r.wire,
+            model: r.model.clone(),
+            tokens: (r.tokens_before, r.tokens_after),
+            messages: (r.client_messages, r.sent.len()),
+            changes: (!r.stages_forgotten).then_some((dropped, replaced, inserted)),
+            outcome: r.outcome.clone(),
+        }
+    }
+}
+
 impl Wire {
     /// Its name for people.
     pub(crate) fn label(self) -> &'static str {
@@ -217,113 +240,6 @@ impl Wire {
             Wire::ChatCompletions => "Chat Completions",
             Wire::AnthropicMessages => "Anthropic Messages",
         }
-    }
-}
-
-/// The newest records of each session.
-#[derive(Default)]
-pub(crate) struct Records {
-    sessions: Mutex<HashMap<Uuid, SessionRecords>>,
-}
-
-#[derive(Default)]
-struct SessionRecords {
-    next: u64,
-    kept: VecDeque<RequestRecord>,
-}
-
-impl Records {
-    /// Keeps `record` as the session's next one; returns its number.
-    fn add(&self, session: Uuid, mut record: RequestRecord) -> u64 {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = sessions.entry(session).or_default();
-        entry.next += 1;
-        record.n = entry.next;
-        if entry.kept.len() == KEPT_RECORDS {
-            entry.kept.pop_front();
-        }
-        entry.kept.push_back(record);
-        if let Some(older) = entry
-            .kept
-            .len()
-            .checked_sub(KEPT_DIFFS + 1)
-            .and_then(|at| entry.kept.get_mut(at))
-            && !older.stages.is_empty()
-        {
-            older.stages = Vec::new();
-            older.stages_forgotten = true;
-        }
-        entry.next
-    }
-
-    /// Changes record `n` of `session`, if it is still kept.
-    fn update(&self, session: Uuid, n: u64, change: impl FnOnce(&mut RequestRecord)) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(record) = sessions
-            .get_mut(&session)
-            .and_then(|s| s.kept.iter_mut().find(|r| r.n == n))
-        {
-            change(record);
-        }
-    }
-
-    /// Record `n` of `session`, if it is still kept.
-    pub(crate) fn get(&self, session: Uuid, n: u64) -> Option<RequestRecord> {
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .get(&session)
-            .and_then(|s| s.kept.iter().find(|r| r.n == n).cloned())
-    }
-
-    /// How many records of `session` are kept.
-    pub(crate) fn count(&self, session: Uuid) -> usize {
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions.get(&session).map_or(0, |s| s.kept.len())
-    }
-
-    /// What the dashboard lists of each record of `session`, newest first.
-    pub(crate) fn briefs(&self, session: Uuid) -> Vec<Brief> {
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(s) = sessions.get(&session) else {
-            return Vec::new();
-        };
-        s.kept
-            .iter()
-            .rev()
-            .map(|r| {
-                let (mut dropped, mut replaced, mut inserted) = (0, 0, 0);
-                for stage in &r.stages {
-                    dropped += stage.diff.dropped;
-                    replaced += stage.diff.replaced;
-                    inserted += stage.diff.inserted;
-                }
-                Brief {
-                    n: r.n,
-                    at: r.at,
-                    wire: r.wire,
-                    model: r.model.clone(),
-                    tokens: (r.tokens_before, r.tokens_after),
-                    messages: (r.client_messages, r.sent.len()),
-                    changes: (!r.stages_forgotten).then_some((dropped, replaced, inserted)),
-                    outcome: r.outcome.clone(),
-                }
-            })
-            .collect()
-    }
-
-    /// The records of `session`, oldest first.
-    pub(crate) fn list(&self, session: Uuid) -> Vec<RequestRecord> {
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .get(&session)
-            .map(|s| s.kept.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Forgets a deleted session's records.
-    pub(crate) fn forget(&self, session: Uuid) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions.remove(&session);
     }
 }
 
@@ -368,6 +284,7 @@ async fn list_records(
     Path(session): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = crate::routes::resolve(&state, &session, None).await?.id;
+    state.records.load(id).await;
     Ok(Json(json!({"requests": state.records.list(id)})))
 }
 
@@ -379,11 +296,12 @@ async fn record(
     let n: u64 = n
         .parse()
         .map_err(|_| ApiError::invalid("n", format!("{n:?} is not a request number")))?;
+    state.records.load(id).await;
     state.records.get(id, n).map(Json).ok_or_else(|| {
         ApiError::new(
             ErrorKind::NotFound,
             format!(
-                "session {id} has no request {n} (the newest {KEPT_RECORDS} of a session are kept, until the server restarts)"
+                "session {id} has no request {n} (the newest {KEPT_RECORDS} of a session are kept)"
             ),
         )
     })
@@ -646,7 +564,9 @@ async fn prepare(
     let mut key = key;
     let mut branched_from = None;
     for _ in 0..=MAX_BRANCHES {
-        let new = NewSession::new(agent.clone()).with_key(key.clone());
+        let new = NewSession::new(agent.clone())
+            .with_key(key.clone())
+            .with_channel(CHANNEL);
         new.validate()
             .map_err(|e| ApiError::invalid("session", e.to_string()))?;
         let (meta, created) = crate::routes::blocking(state, move |store| {
@@ -661,6 +581,8 @@ async fn prepare(
                 None => observe::recorded(state, &meta, Change::Created),
             }
         };
+        // Its records are read before the next is numbered.
+        state.records.load(meta.id).await;
         let hot = state.hot.get(meta.id);
         let turn = Arc::clone(&hot.turn).lock_owned().await;
         let shared = crate::routes::shared_turn(state, meta.id).await?;
@@ -793,7 +715,7 @@ fn outgoing(
                 wire,
                 model: asked.model,
                 stream: asked.stream,
-                identified_by: held.identified_by,
+                identified_by: held.identified_by.to_owned(),
                 key: held.key.clone(),
                 branched_from: held.branched_from.clone(),
                 client_messages: held.known + held.appended.len(),

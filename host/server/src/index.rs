@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::RwLock;
 use std::time::Duration;
 
-use agent_host_api::{MAX_CHANNELS, SessionState, SessionView};
+use agent_host_api::{SessionState, SessionView};
 use agent_host_store::SessionMeta;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -127,7 +127,7 @@ impl Index {
                     last,
                     idle,
                     last_activity: meta.updated,
-                    channels: Vec::new(),
+                    channels: meta.channels.clone(),
                 });
             }
         }
@@ -179,10 +179,7 @@ impl Index {
             last: change,
             idle: false,
             last_activity: now.max(meta.updated),
-            channels: before
-                .as_ref()
-                .map(|b| b.channels.clone())
-                .unwrap_or_default(),
+            channels: merged(meta, before.as_ref().map(|b| b.channels.as_slice())),
         };
         let to = entry.state();
         inner.put(entry);
@@ -214,6 +211,7 @@ impl Index {
             Some(before) => Entry {
                 view: SessionView::from(meta),
                 last_activity: before.last_activity.max(meta.updated),
+                channels: merged(meta, Some(&before.channels)),
                 ..before
             },
             None => Entry {
@@ -225,7 +223,7 @@ impl Index {
                 },
                 idle: false,
                 last_activity: meta.updated,
-                channels: Vec::new(),
+                channels: meta.channels.clone(),
             },
         };
         inner.put(entry);
@@ -237,14 +235,7 @@ impl Index {
         let Some(entry) = inner.by_id.get_mut(&id) else {
             return;
         };
-        for channel in channels {
-            if entry.channels.len() >= MAX_CHANNELS {
-                break;
-            }
-            if let Err(at) = entry.channels.binary_search_by(|c| c.as_str().cmp(channel)) {
-                entry.channels.insert(at, channel.to_owned());
-            }
-        }
+        agent_host_store::add_channels(&mut entry.channels, channels);
     }
 
     /// Forgets every session but those in `kept` (after a full read of the
@@ -395,6 +386,16 @@ fn parse_cursor(cursor: &str) -> Result<Position, ApiError> {
     Ok((Reverse(DateTime::from_timestamp_nanos(nanos)), id))
 }
 
+/// The channels `meta` keeps and those the index had seen of it.
+fn merged(meta: &SessionMeta, before: Option<&[String]>) -> Vec<String> {
+    let mut channels = meta.channels.clone();
+    agent_host_store::add_channels(
+        &mut channels,
+        before.unwrap_or_default().iter().map(String::as_str),
+    );
+    channels
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,6 +413,7 @@ mod tests {
             updated: at,
             message_count: u64::from(n % 2 == 0),
             checkpoints: Vec::new(),
+            channels: Vec::new(),
         }
     }
 

@@ -68,6 +68,7 @@ pub mod metrics;
 mod observe;
 pub mod openapi;
 mod peers;
+pub mod records;
 mod routes;
 
 pub use auth::{Scope, Tokens};
@@ -162,7 +163,7 @@ pub(crate) struct AppState {
     pub hooks: hooks::Hooks,
     pub config: ServerConfig,
     pub recent_calls: dashboard::RecentCalls,
-    pub records: gateway::Records,
+    pub records: records::Records,
     /// Whether other instances write to the store too (PostgreSQL): a
     /// session's page is then read from the store, not only the index.
     pub shared_store: bool,
@@ -194,6 +195,7 @@ impl Server {
             metrics.clone(),
         )?;
         let notices = engine.store().notifications();
+        let records = records::Records::new(Arc::clone(engine.store()))?;
         if notices.is_some() {
             bus.share(Arc::clone(engine.store()));
         }
@@ -206,7 +208,7 @@ impl Server {
             hooks,
             config,
             recent_calls: dashboard::RecentCalls::default(),
-            records: gateway::Records::default(),
+            records,
             shared_store: notices.is_some(),
         });
         if let Some(notices) = notices {
@@ -277,6 +279,8 @@ impl Server {
             .await?;
         sweeper.abort();
         let grace = self.state.config.shutdown_grace;
+        let records = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || records.records.finish(grace)).await?;
         match Arc::try_unwrap(self.state) {
             Ok(state) => state.hooks.drain(grace).await,
             Err(_) => tracing::debug!("requests still hold the state; hooks not drained"),

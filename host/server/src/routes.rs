@@ -227,6 +227,7 @@ pub(crate) async fn create_session(
     new.title = body.title.clone();
     new.worker_id = body.worker_id.clone();
     new.workspace_id = body.workspace_id.clone();
+    new.channel = body.channel.clone();
     new.validate().map_err(|e| field_error(&e, &body))?;
     let keyed = new.key.is_some();
     let (meta, made) = blocking(&state, move |store| {

@@ -51,6 +51,7 @@ struct Gateway {
     store: Arc<dyn SessionStore>,
     upstream: LlmServer,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -65,14 +66,24 @@ impl Gateway {
 
     async fn start_full(wire: Wire, config: EngineConfig, server: ServerConfig) -> Gateway {
         let upstream = LlmServer::start(wire);
-        let kind = match wire {
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_on(upstream, dir, config, server).await
+    }
+
+    /// A gateway in front of `upstream` on the file store in `dir`.
+    async fn start_on(
+        upstream: LlmServer,
+        dir: tempfile::TempDir,
+        config: EngineConfig,
+        server: ServerConfig,
+    ) -> Gateway {
+        let kind = match upstream.wire() {
             Wire::OpenAi => ProviderKind::OpenAi,
             Wire::Anthropic => ProviderKind::Anthropic,
         };
         let mut provider = ProviderSettings::new(kind, "test-model");
         provider.base_url = upstream.base_url();
         provider.api_key_env = None;
-        let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
         let engine = Engine::new(
             EngineConfig {
@@ -87,7 +98,7 @@ impl Gateway {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(server.serve(listener, async {
+        let task = tokio::spawn(server.serve(listener, async {
             let _ = stopped.await;
         }));
         Gateway {
@@ -95,8 +106,26 @@ impl Gateway {
             store,
             upstream,
             stop: Some(stop),
+            task: Some(task),
             _dir: dir,
         }
+    }
+
+    /// Shuts the server down gracefully and starts another on the same
+    /// store, in front of the same upstream.
+    async fn restart(mut self) -> Gateway {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+        let dir = tempfile::TempDir::new().unwrap();
+        let old = std::mem::replace(&mut self._dir, dir);
+        let upstream = std::mem::replace(&mut self.upstream, LlmServer::start(Wire::OpenAi));
+        Self::start_on(
+            upstream,
+            old,
+            EngineConfig::default(),
+            ServerConfig::default(),
+        )
+        .await
     }
 
     /// Runs a scenario of `tests/gateway/clients.py`; its printed JSON.
@@ -293,6 +322,15 @@ async fn conversation(wire: Wire, scenario: &str) {
     assert_eq!(record["appended"].as_array().unwrap().len(), 1, "{record}");
     assert_eq!(record["reply"], stored[6].id.as_str(), "{record}");
     assert_eq!(record["sent"].as_array().unwrap().len(), 6, "{record}");
+    // The pipeline's stage says where its time went, step by step.
+    let steps: Vec<&str> = record["stages"][0]["step_times"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no step times: {record}"))
+        .iter()
+        .map(|t| t["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps.first(), Some(&"read"), "{record}");
+    assert_eq!(steps.last(), Some(&"view"), "{record}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -759,4 +797,66 @@ async fn anonymous_requests_pass_through_when_asked() {
     assert_eq!(headers["x-agent-host-session-source"], "header");
     gateway.settle("named").await;
     assert_eq!(gateway.session("named").len(), 3);
+}
+
+/// Request records are kept in the store: after a restart the session's
+/// requests are listed and readable, and the next one is numbered after
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_records_outlive_a_restart() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "Be brief."}),
+        json!({"role": "user", "content": "Hi"}),
+    ];
+    for _ in 0..2 {
+        let body = json!({"model": "m", "messages": messages});
+        let (status, reply, _) = post(&gateway.base, body, &[("x-session-id", "kept")]).await;
+        assert_eq!(status, 200, "{reply}");
+        messages.push(reply["choices"][0]["message"].clone());
+        messages.push(json!({"role": "user", "content": "And?"}));
+    }
+    gateway.settle("kept").await;
+    let before: Value = reqwest::get(format!("{}/v1/sessions/kept/requests/2", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(before["outcome"], "stored", "{before}");
+
+    let gateway = gateway.restart().await;
+    let after: Value = reqwest::get(format!("{}/v1/sessions/kept/requests/2", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+    let page = reqwest::get(format!("{}/", gateway.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("2 gateway requests"), "{page}");
+
+    let body = json!({"model": "m", "messages": messages});
+    let (status, reply, headers) = post(&gateway.base, body, &[("x-session-id", "kept")]).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(headers["x-agent-host-request"], "3");
+    gateway.settle("kept").await;
+    let listed: Value = reqwest::get(format!("{}/v1/sessions/kept/requests", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let numbers: Vec<u64> = listed["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["n"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3]);
 }

@@ -58,10 +58,26 @@ impl Running {
         let _ = self.stop.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap().unwrap();
     }
+
+    /// Stops this server and starts another on its store.
+    async fn restart(mut self) -> Running {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+        let dir = std::mem::replace(&mut self._dir, tempfile::tempdir().unwrap());
+        start_in(dir, ServerConfig::default(), EngineConfig::default()).await
+    }
 }
 
 async fn start_with(config: ServerConfig, engine_config: EngineConfig) -> Running {
-    let dir = tempfile::tempdir().unwrap();
+    start_in(tempfile::tempdir().unwrap(), config, engine_config).await
+}
+
+/// A server on the file store in `dir`.
+async fn start_in(
+    dir: tempfile::TempDir,
+    config: ServerConfig,
+    engine_config: EngineConfig,
+) -> Running {
     let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
     let engine = Engine::new(engine_config, store.clone(), &|_: &str| None).unwrap();
     let server = Server::new(engine, config).unwrap();
@@ -1141,5 +1157,44 @@ async fn an_idempotency_key_on_a_store_without_keys_is_refused() {
     assert!(message(&body).contains("idempotency"), "{body}");
     let (_, session) = s.get("/v1/sessions/keyed").await;
     assert_eq!(session["message_count"], 0);
+    s.stop().await;
+}
+
+/// The channels a session was created and written through are kept by the
+/// store: after a restart the list filters by them as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_outlive_a_restart() {
+    let s = start(ServerConfig::default()).await;
+    let (status, made) = s
+        .post(
+            "/v1/sessions",
+            json!({"key": "tg:1", "channel": "telegram"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let (status, other) = s.post("/v1/sessions", json!({"key": "plain"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{other}");
+    let (status, _) = s
+        .post(
+            "/v1/sessions/plain/messages",
+            json!({"messages": [{"role": "user", "content": "hi"}], "channel": "web"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+
+    let s = s.restart().await;
+    let keys = |listed: &Value| -> Vec<String> {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["key"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (_, telegram) = s.get("/v1/sessions?channel=telegram").await;
+    assert_eq!(keys(&telegram), ["tg:1"], "{telegram}");
+    assert_eq!(telegram["sessions"][0]["channels"], json!(["telegram"]));
+    let (_, web) = s.get("/v1/sessions?channel=web").await;
+    assert_eq!(keys(&web), ["plain"], "{web}");
     s.stop().await;
 }

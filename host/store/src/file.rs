@@ -149,7 +149,8 @@ use super::names::file_name;
 use super::records::{self, Finding, FindingKind, SidecarIndex};
 use super::{
     Appended, History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage,
-    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain, page_of,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, add_channels,
+    check_request_record, error_chain, page_of,
 };
 
 mod files;
@@ -277,6 +278,7 @@ const BACKUP: &str = ".meta.json.bak";
 const SIDECAR: &str = ".jsonl.corrupt";
 const STATE: &str = ".state";
 const MEDIA: &str = "_media";
+const REQUESTS: &str = "_requests";
 
 impl Location {
     /// The session's file with `suffix`, by its name in the agent's folder.
@@ -683,6 +685,23 @@ impl FileStore {
         (self.clock)()
     }
 
+    /// The session's `_requests` folder, `None` when it has none. A link
+    /// or anything but a folder in its place is [`StoreError::Refused`].
+    fn request_folder(&self, loc: &Location, ctx: &str) -> Result<Option<Folder>> {
+        let Some(dir) = self.open_folder(loc, ctx)? else {
+            return Ok(None);
+        };
+        match dir.folder(loc.file(REQUESTS)) {
+            Ok(records) => Ok(Some(records)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error(
+                &format!("{ctx}: cannot open"),
+                &loc.path(REQUESTS),
+                e,
+            )),
+        }
+    }
+
     /// Where the sessions of the agent whose folder is `folder` are.
     fn location(&self, folder: String, name: String) -> Location {
         Location {
@@ -1074,10 +1093,11 @@ impl FileStore {
         &self,
         open: &mut OpenLog,
         session: &SessionRef,
+        messages: &[Message],
         buf: &[u8],
-        count: u64,
     ) -> Result<Option<Appended>> {
-        if !session.matches(&open.meta.meta) {
+        let count = messages.len() as u64;
+        if !session.matches(&open.meta.meta) || open.meta.meta.lacks_channels_of(messages) {
             return Ok(None);
         }
         // Made only for an error: an append that goes well formats nothing.
@@ -1281,7 +1301,10 @@ impl FileStore {
             updated: now,
             message_count,
             checkpoints: Vec::new(),
+            channels: Vec::new(),
         };
+        let mut meta = meta;
+        add_channels(&mut meta.channels, new.channel.as_deref());
         let file = MetaFile {
             version: META_VERSION,
             meta,
@@ -1563,6 +1586,8 @@ impl FileStore {
         }
         dir.remove_tree_if_exists(loc.file(MEDIA))
             .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.media(), e))?;
+        dir.remove_tree_if_exists(loc.file(REQUESTS))
+            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.path(REQUESTS), e))?;
         sync_dir(dir, &loc.dir, ctx)
     }
 }
@@ -1621,6 +1646,10 @@ impl SessionStore for FileStore {
             stored.created = meta.created;
             stored.updated = meta.updated;
             stored.checkpoints = meta.checkpoints.clone();
+            add_channels(
+                &mut stored.channels,
+                meta.channels.iter().map(String::as_str),
+            );
             self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
             Ok(held.meta.meta.clone())
         })
@@ -1648,7 +1677,7 @@ impl SessionStore for FileStore {
         {
             let mut slot = lock.write().unwrap_or_else(PoisonError::into_inner);
             if let Some(open) = slot.open.as_deref_mut() {
-                let appended = self.append_kept(open, session, &buf, messages.len() as u64);
+                let appended = self.append_kept(open, session, messages, &buf);
                 let unlocked = open.log.unlock();
                 match appended {
                     Ok(Some(appended)) => {
@@ -1679,6 +1708,12 @@ impl SessionStore for FileStore {
                 });
             }
             self.mend_tail(held)?;
+            // A new channel is written with the metadata before the
+            // messages: a failed append leaves it listed, never a message
+            // whose channel the listing misses.
+            if held.meta.meta.add_channels_of(messages) {
+                self.write_meta(&held.dir, held.loc, &held.meta, held.ctx)?;
+            }
             let path = held.loc.log();
             let ctx = held.ctx;
             let stat = held
@@ -1868,6 +1903,116 @@ impl SessionStore for FileStore {
         })
     }
 
+    /// Each record is `<n>.json` in the session's `_requests` folder,
+    /// written under a temporary name and renamed over (never synced: a
+    /// crash may lose the newest), under the session's lock so that a
+    /// delete never races a write into a folder it removed.
+    fn put_request_record(&self, session: Uuid, n: u64, body: &str, keep: usize) -> Result<()> {
+        check_request_record(session, n, body)?;
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        self.exclusive(&SessionRef::Id(session), |held| {
+            let (dir, loc, ctx) = (&held.dir, held.loc, held.ctx);
+            let path = loc.path(REQUESTS);
+            let failed = |e| {
+                io_error(
+                    &format!("{ctx}: cannot write a request record in"),
+                    &path,
+                    e,
+                )
+            };
+            dir.create_folder(loc.file(REQUESTS)).map_err(failed)?;
+            let records = dir.folder(loc.file(REQUESTS)).map_err(failed)?;
+            let tmp = format!(
+                ".{n}.{}-{}.tmp",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            );
+            let written = records
+                .open(&tmp, OpenAs::CreateNew)
+                .and_then(|mut out| out.write_all(body.as_bytes()))
+                .and_then(|()| records.rename(&tmp, format!("{n}.json")));
+            if let Err(e) = written {
+                let _ = records.remove_file(&tmp);
+                return Err(failed(e));
+            }
+            if let Some(old) = n.checked_sub(keep as u64).filter(|&old| old > 0) {
+                // Records are numbered one after another: the one that fell
+                // out of the newest `keep` is the only one to remove. Older
+                // ones (a smaller `keep` before) go when listed.
+                records
+                    .remove_file_if_exists(format!("{old}.json"))
+                    .map_err(failed)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn request_records(&self, session: Uuid) -> Result<Vec<(u64, String)>> {
+        let Some((loc, _)) = self.locate(&SessionRef::Id(session))? else {
+            return Ok(Vec::new());
+        };
+        let ctx = format!("session {session}");
+        let path = loc.path(REQUESTS);
+        let Some(records) = self.request_folder(&loc, &ctx)? else {
+            return Ok(Vec::new());
+        };
+        let mut found = Vec::new();
+        let mut bytes_read = 0usize;
+        // Newest first, within the bounds of a read; returned oldest first.
+        for (n, name) in request_record_names(&records, &path, &ctx)?
+            .into_iter()
+            .rev()
+        {
+            if found.len() >= crate::MAX_REQUEST_RECORDS_READ
+                || bytes_read >= crate::MAX_REQUEST_RECORDS_READ_BYTES
+            {
+                tracing::warn!(
+                    "{}: {ctx}: more request records than a read returns; the older ones left out",
+                    path.display()
+                );
+                break;
+            }
+            let read = records.open(&name, OpenAs::Read).and_then(|file| {
+                let mut bytes = Vec::new();
+                file.take(crate::MAX_REQUEST_RECORD_BYTES as u64 + 1)
+                    .read_to_end(&mut bytes)?;
+                Ok(bytes)
+            });
+            let why = match read {
+                Ok(bytes) if bytes.len() > crate::MAX_REQUEST_RECORD_BYTES => {
+                    format!("over {} bytes", crate::MAX_REQUEST_RECORD_BYTES)
+                }
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(body) if serde_json::from_str::<serde::de::IgnoredAny>(&body).is_ok() => {
+                        bytes_read += body.len();
+                        found.push((n, body));
+                        continue;
+                    }
+                    _ => "not a JSON document".to_owned(),
+                },
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => error_chain(&io_error(&format!("{ctx}: cannot read"), &path, e)),
+            };
+            tracing::warn!(
+                "{}: {ctx}: request record {n} left out: {why}",
+                path.join(&name).display()
+            );
+        }
+        found.reverse();
+        Ok(found)
+    }
+
+    fn request_record_count(&self, session: Uuid) -> Result<usize> {
+        let Some((loc, _)) = self.locate(&SessionRef::Id(session))? else {
+            return Ok(0);
+        };
+        let ctx = format!("session {session}");
+        match self.request_folder(&loc, &ctx)? {
+            Some(records) => Ok(request_record_names(&records, &loc.path(REQUESTS), &ctx)?.len()),
+            None => Ok(0),
+        }
+    }
+
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>> {
         let Some(cutoff) = idle_cutoff(idle, now) else {
             return Ok(Vec::new());
@@ -1924,6 +2069,31 @@ fn crash_point() {
 
 /// Fails with [`StoreError::NameClash`] when `meta` at `loc` belongs to a
 /// session with another key (or agent) than the keyed `session`.
+/// The request records in `records` (the regular files named `<n>.json`,
+/// `n` from 1), oldest first, with their names; anything else there is
+/// left alone.
+fn request_record_names(records: &Folder, path: &Path, ctx: &str) -> Result<Vec<(u64, String)>> {
+    let entries = records
+        .entries()
+        .map_err(|e| io_error(&format!("{ctx}: cannot list"), path, e))?;
+    let mut names: Vec<(u64, String)> = entries
+        .into_iter()
+        .filter(|(_, kind)| matches!(kind, Some(Kind::File)))
+        .filter_map(|(name, _)| {
+            let name = name.into_string().ok()?;
+            let digits = name.strip_suffix(".json")?;
+            // Only the canonical spelling: `007.json` is no record's name.
+            let n: u64 = digits
+                .parse()
+                .ok()
+                .filter(|n: &u64| *n > 0 && n.to_string() == digits)?;
+            Some((n, name))
+        })
+        .collect();
+    names.sort_unstable();
+    Ok(names)
+}
+
 fn check_identity(session: &SessionRef, loc: &Location, meta: &SessionMeta) -> Result<()> {
     if let SessionRef::Key { .. } = session
         && !session.matches(meta)

@@ -140,6 +140,9 @@ pub struct NewSession {
     pub worker_id: Option<String>,
     /// The workspace the session belongs to, kept with it (set at creation).
     pub workspace_id: Option<String>,
+    /// The channel it was created through, the first of
+    /// [`SessionMeta::channels`].
+    pub channel: Option<String>,
 }
 
 impl From<&SessionMeta> for NewSession {
@@ -152,6 +155,7 @@ impl From<&SessionMeta> for NewSession {
             title: meta.title.clone(),
             worker_id: meta.worker_id.clone(),
             workspace_id: meta.workspace_id.clone(),
+            channel: None,
         }
     }
 }
@@ -165,12 +169,19 @@ impl NewSession {
             title: None,
             worker_id: None,
             workspace_id: None,
+            channel: None,
         }
     }
 
     /// Sets the key, builder style.
     pub fn with_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the channel it is created through, builder style.
+    pub fn with_channel(mut self, channel: impl Into<String>) -> Self {
+        self.channel = Some(channel.into());
         self
     }
 
@@ -270,9 +281,107 @@ pub struct SessionMeta {
     /// Summary checkpoints, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpoints: Vec<Checkpoint>,
+    /// The channels the session was created or written through (its
+    /// creation's, and every appended message's `channel`), sorted, at most
+    /// [`MAX_CHANNELS`] of at most [`MAX_CHANNEL_BYTES`] each: what a
+    /// listing filters by, kept across restarts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+}
+
+/// The largest request record a store keeps, in bytes
+/// ([`SessionStore::put_request_record`]).
+pub const MAX_REQUEST_RECORD_BYTES: usize = 4 << 20;
+
+/// The most request records [`SessionStore::request_records`] returns (the
+/// newest).
+pub const MAX_REQUEST_RECORDS_READ: usize = 1000;
+
+/// The most bytes of request records [`SessionStore::request_records`]
+/// reads; older records past it are left out.
+pub const MAX_REQUEST_RECORDS_READ_BYTES: usize = 64 << 20;
+
+/// Refuses a request record no store keeps: one over
+/// [`MAX_REQUEST_RECORD_BYTES`], or numbered 0.
+pub(crate) fn check_request_record(session: Uuid, n: u64, body: &str) -> Result<()> {
+    if n == 0 {
+        return Err(StoreError::Invalid {
+            what: "request record number",
+            value: "0".into(),
+            reason: format!("session {session}: records are numbered from 1"),
+        });
+    }
+    if body.len() > MAX_REQUEST_RECORD_BYTES {
+        return Err(StoreError::Invalid {
+            what: "request record",
+            value: format!("{n}"),
+            reason: format!(
+                "session {session}: it is {} bytes, over the {MAX_REQUEST_RECORD_BYTES} a store keeps",
+                body.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The most channels a session keeps in [`SessionMeta::channels`]; later
+/// ones are not recorded.
+pub const MAX_CHANNELS: usize = 16;
+
+/// The longest channel name [`SessionMeta::channels`] keeps, in bytes;
+/// longer ones are not recorded.
+pub const MAX_CHANNEL_BYTES: usize = 256;
+
+/// Adds `channels` to the sorted list `to` within [`MAX_CHANNELS`] and
+/// [`MAX_CHANNEL_BYTES`]; whether it changed.
+pub fn add_channels<'a>(to: &mut Vec<String>, channels: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut changed = false;
+    for channel in channels {
+        if channel.is_empty() || channel.len() > MAX_CHANNEL_BYTES {
+            continue;
+        }
+        if let Err(at) = to.binary_search_by(|c| c.as_str().cmp(channel)) {
+            if to.len() >= MAX_CHANNELS {
+                continue;
+            }
+            to.insert(at, channel.to_owned());
+            changed = true;
+        }
+    }
+    changed
 }
 
 impl SessionMeta {
+    /// Adds the channels of `messages` to [`SessionMeta::channels`];
+    /// whether it changed.
+    pub fn add_channels_of(&mut self, messages: &[Message]) -> bool {
+        add_channels(
+            &mut self.channels,
+            messages.iter().filter_map(|m| m.channel.as_deref()),
+        )
+    }
+
+    /// Whether [`SessionMeta::add_channels_of`] would add a channel of
+    /// `messages` (read only: the appends' fast path asks it).
+    pub fn lacks_channels_of(&self, messages: &[Message]) -> bool {
+        self.channels.len() < MAX_CHANNELS
+            && messages
+                .iter()
+                .filter_map(|m| m.channel.as_deref())
+                .any(|c| {
+                    !c.is_empty()
+                        && c.len() <= MAX_CHANNEL_BYTES
+                        && !self.channels.iter().any(|k| k == c)
+                })
+    }
+
+    /// Makes [`SessionMeta::channels`] what [`add_channels`] keeps, from
+    /// whatever a store held (sorted, unique, bounded).
+    pub fn tidy_channels(&mut self) {
+        let held = std::mem::take(&mut self.channels);
+        add_channels(&mut self.channels, held.iter().map(String::as_str));
+    }
+
     /// The reference to this session, by id.
     pub fn reference(&self) -> SessionRef {
         SessionRef::Id(self.id)
@@ -801,6 +910,26 @@ pub trait SessionStore: Send + Sync {
     /// Deletes every session last updated more than `idle` before `now`;
     /// returns the deleted ones.
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>>;
+
+    /// Keeps `body` (a JSON document of at most [`MAX_REQUEST_RECORD_BYTES`],
+    /// the gateway's account of one request) as request record `n` of
+    /// `session`, replacing a record with that number, then forgets the
+    /// session's records numbered `n - keep` and below. Records are not the
+    /// log: they are written without a sync of their own (a crash may lose
+    /// the newest), a clear keeps them, a delete removes them. A session
+    /// that does not exist is [`StoreError::NotFound`].
+    fn put_request_record(&self, session: Uuid, n: u64, body: &str, keep: usize) -> Result<()>;
+
+    /// The request records of `session`, oldest first, as numbers and JSON
+    /// bodies: the newest, within [`MAX_REQUEST_RECORDS_READ`] and
+    /// [`MAX_REQUEST_RECORDS_READ_BYTES`]; one the store cannot read
+    /// (damaged, too large, not JSON) is left out with a warning. None for a
+    /// session that does not exist.
+    fn request_records(&self, session: Uuid) -> Result<Vec<(u64, String)>>;
+
+    /// How many request records `session` keeps (none for a session that
+    /// does not exist), without reading them.
+    fn request_record_count(&self, session: Uuid) -> Result<usize>;
 
     /// Sends `payload` (at most [`MAX_NOTICE_BYTES`]) to the
     /// [`notifications`](SessionStore::notifications) of every instance

@@ -67,8 +67,8 @@ use uuid::Uuid;
 
 use super::{
     History, NewSession, Notice, Opened, PageCursor, PageRequest, Result, SessionMeta, SessionPage,
-    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, TurnLock, error_chain,
-    idle_cutoff,
+    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, TurnLock, add_channels,
+    check_request_record, error_chain, idle_cutoff,
 };
 
 /// The schema version this build writes: the number of migrations.
@@ -113,7 +113,7 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7468_6f73;
 
 /// The migrations, in order: migration `n` (from 1) brings the schema to
 /// version `n`.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     // 1: sessions and their messages.
     "
 CREATE TABLE agent_host_sessions (
@@ -150,12 +150,24 @@ CREATE TABLE agent_host_appends (
     PRIMARY KEY (session_id, idempotency_key)
 );
 ",
+    // 3: the channels a session was reached through; the gateway's request
+    // records.
+    "
+ALTER TABLE agent_host_sessions ADD COLUMN channels TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE agent_host_request_records (
+    session_id UUID NOT NULL REFERENCES agent_host_sessions (id) ON DELETE CASCADE,
+    n          BIGINT NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (session_id, n)
+);
+",
 ];
 
 /// The columns a [`SessionMeta`] is read from, in [`meta_of`]'s order; the
 /// checkpoints only when within [`MAX_LINE_BYTES`].
 const META_COLUMNS: &str = "id, agent, key, title, worker_id, workspace_id, created, updated, \
-     message_count, CASE WHEN octet_length(checkpoints) <= 16777216 THEN checkpoints END";
+     message_count, CASE WHEN octet_length(checkpoints) <= 16777216 THEN checkpoints END, \
+     CASE WHEN octet_length(channels) <= 65536 THEN channels END";
 
 /// The prefixes that select this backend in a store spec.
 pub const URL_PREFIXES: [&str; 2] = ["postgres://", "postgresql://"];
@@ -318,9 +330,14 @@ impl PostgresStore {
             });
         }
         let lines = Self::lines(session, messages)?;
+        let mut channels = Vec::new();
+        add_channels(
+            &mut channels,
+            messages.iter().filter_map(|m| m.channel.as_deref()),
+        );
         let session = session.clone();
         let key = key.map(str::to_owned);
-        self.run(move |db| async move { db.append(session, lines, key).await })
+        self.run(move |db| async move { db.append(session, lines, channels, key).await })
     }
 }
 
@@ -643,6 +660,23 @@ impl Inner {
         row.map(|row| self.meta_of(&row)).transpose()
     }
 
+    /// The session's row, locked against a delete (`FOR SHARE`), or
+    /// [`StoreError::NotFound`].
+    async fn find_shared(&self, db: &impl GenericClient, session: &SessionRef) -> Result<()> {
+        let SessionRef::Id(id) = session else {
+            return self.existing(db, session, false).await.map(drop);
+        };
+        let row = db
+            .query_opt(
+                "SELECT 1 FROM agent_host_sessions WHERE id = $1 FOR SHARE",
+                &[id],
+            )
+            .await
+            .map_err(|e| self.fail(session, "cannot read", e))?;
+        row.map(drop)
+            .ok_or_else(|| StoreError::NotFound(session.clone()))
+    }
+
     async fn existing(
         &self,
         db: &impl GenericClient,
@@ -695,7 +729,15 @@ impl Inner {
                 });
             }
         };
-        Ok(SessionMeta {
+        // Channels only label a session: a list the database holds badly
+        // (or over 64 KiB) is read as none rather than hiding the session.
+        let channels = row
+            .try_get::<_, Option<String>>(10)
+            .ok()
+            .flatten()
+            .and_then(|json| serde_json::from_str::<Vec<String>>(&json).ok())
+            .unwrap_or_default();
+        let mut meta = SessionMeta {
             id,
             key: text(2, "key")?,
             title: text(3, "title")?,
@@ -706,10 +748,13 @@ impl Inner {
             updated,
             message_count: u64::try_from(count).unwrap_or(0),
             checkpoints,
-        })
+            channels,
+        };
+        meta.tidy_channels();
+        Ok(meta)
     }
 
-    /// Stores `meta`'s title, update time, count and checkpoints.
+    /// Stores `meta`'s title, update time, count, checkpoints and channels.
     async fn update(
         &self,
         tx: &impl GenericClient,
@@ -719,15 +764,17 @@ impl Inner {
         let checkpoints =
             serde_json::to_string(&meta.checkpoints).expect("checkpoints serialize to JSON");
         let count = i64::try_from(meta.message_count).unwrap_or(i64::MAX);
+        let channels = serde_json::to_string(&meta.channels).expect("channels serialize to JSON");
         tx.execute(
-            "UPDATE agent_host_sessions
-             SET title = $2, updated = $3, message_count = $4, checkpoints = $5 WHERE id = $1",
+            "UPDATE agent_host_sessions SET title = $2, updated = $3, message_count = $4,
+             checkpoints = $5, channels = $6 WHERE id = $1",
             &[
                 &meta.id,
                 &meta.title.as_deref().map(str::as_bytes),
                 &meta.updated,
                 &count,
                 &checkpoints,
+                &channels,
             ],
         )
         .await
@@ -743,6 +790,9 @@ impl Inner {
     ) -> Result<Option<SessionMeta>> {
         let now = self.now();
         let id = Uuid::new_v4();
+        let mut channels = Vec::new();
+        add_channels(&mut channels, new.channel.as_deref());
+        let channels = serde_json::to_string(&channels).expect("channels serialize to JSON");
         let conflict = if upsert {
             "ON CONFLICT (agent, key) DO NOTHING"
         } else {
@@ -752,8 +802,8 @@ impl Inner {
             .query_opt(
                 &format!(
                     "INSERT INTO agent_host_sessions
-                     (id, agent, key, title, worker_id, workspace_id, created, updated)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $7) {conflict} RETURNING {META_COLUMNS}"
+                     (id, agent, key, title, worker_id, workspace_id, created, updated, channels)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8) {conflict} RETURNING {META_COLUMNS}"
                 ),
                 &[
                     &id,
@@ -763,6 +813,7 @@ impl Inner {
                     &bytes(&new.worker_id),
                     &bytes(&new.workspace_id),
                     &now,
+                    &channels,
                 ],
             )
             .await;
@@ -780,6 +831,7 @@ impl Inner {
         self: Arc<Self>,
         session: SessionRef,
         lines: Vec<String>,
+        channels: Vec<String>,
         key: Option<String>,
     ) -> Result<SessionMeta> {
         let action = "cannot append to";
@@ -837,6 +889,7 @@ impl Inner {
             // The rows are the truth: `seq`s run without gaps from 0.
             meta.message_count = u64::try_from(next.saturating_add(count)).unwrap_or(0);
             meta.updated = meta.updated.max(now);
+            add_channels(&mut meta.channels, channels.iter().map(String::as_str));
             self.update(&tx, &meta, action).await?;
         }
         tx.commit().await.map_err(fail)?;
@@ -1310,6 +1363,8 @@ impl SessionStore for PostgresStore {
         let lines = Self::lines(&meta.reference(), messages)?;
         let mut meta = meta.clone();
         meta.message_count = lines.len() as u64;
+        meta.tidy_channels();
+        meta.add_channels_of(messages);
         self.run(move |db| async move {
             let session = meta.reference();
             let action = "cannot import into";
@@ -1319,11 +1374,13 @@ impl SessionStore for PostgresStore {
             let checkpoints =
                 serde_json::to_string(&meta.checkpoints).expect("checkpoints serialize to JSON");
             let count = i64::try_from(meta.message_count).unwrap_or(i64::MAX);
+            let channels =
+                serde_json::to_string(&meta.channels).expect("channels serialize to JSON");
             let inserted = tx
                 .execute(
                     "INSERT INTO agent_host_sessions (id, agent, key, title, worker_id, workspace_id,
-                     created, updated, message_count, checkpoints)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                     created, updated, message_count, checkpoints, channels)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                     &[
                         &meta.id,
                         &meta.agent.as_bytes(),
@@ -1335,6 +1392,7 @@ impl SessionStore for PostgresStore {
                         &meta.updated,
                         &count,
                         &checkpoints,
+                        &channels,
                     ],
                 )
                 .await;
@@ -1531,6 +1589,106 @@ impl SessionStore for PostgresStore {
                 },
                 false,
             )
+        })
+    }
+
+    fn put_request_record(&self, session: Uuid, n: u64, body: &str, keep: usize) -> Result<()> {
+        check_request_record(session, n, body)?;
+        let body = body.to_owned();
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let oldest_gone = n.saturating_sub(i64::try_from(keep).unwrap_or(i64::MAX));
+        self.run(move |db| async move {
+            let reference = SessionRef::Id(session);
+            let action = "cannot write a request record in";
+            let mut client = db.client().await?;
+            let fail = |e| db.fail(&reference, action, e);
+            let tx = client.transaction().await.map_err(fail)?;
+            // The session's row, shared: a delete waits, or went first.
+            db.find_shared(&tx, &reference).await?;
+            tx.execute(
+                "INSERT INTO agent_host_request_records (session_id, n, body) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, n) DO UPDATE SET body = EXCLUDED.body",
+                &[&session, &n, &body],
+            )
+            .await
+            .map_err(fail)?;
+            tx.execute(
+                "DELETE FROM agent_host_request_records WHERE session_id = $1 AND n <= $2",
+                &[&session, &oldest_gone],
+            )
+            .await
+            .map_err(fail)?;
+            tx.commit().await.map_err(fail)
+        })
+    }
+
+    fn request_records(&self, session: Uuid) -> Result<Vec<(u64, String)>> {
+        self.run(move |db| async move {
+            let reference = SessionRef::Id(session);
+            let client = db.client().await?;
+            // `octet_length` is an `integer`.
+            let max_bytes = i32::try_from(crate::MAX_REQUEST_RECORD_BYTES).unwrap_or(i32::MAX);
+            let max_rows = i64::try_from(crate::MAX_REQUEST_RECORDS_READ).unwrap_or(i64::MAX);
+            let rows = client
+                .query(
+                    "SELECT n, CASE WHEN octet_length(body) <= $2 THEN body END
+                     FROM agent_host_request_records WHERE session_id = $1
+                     ORDER BY n DESC LIMIT $3",
+                    &[&session, &max_bytes, &max_rows],
+                )
+                .await
+                .map_err(|e| db.fail(&reference, "cannot read request records from", e))?;
+            let mut found = Vec::new();
+            let mut bytes_read = 0usize;
+            for row in rows {
+                if bytes_read >= crate::MAX_REQUEST_RECORDS_READ_BYTES {
+                    tracing::warn!(
+                        "{}: session {session}: more request records than a read returns; the older ones left out",
+                        db.name
+                    );
+                    break;
+                }
+                let n = row.try_get::<_, i64>(0).ok();
+                let body = row
+                    .try_get::<_, Option<String>>(1)
+                    .ok()
+                    .flatten()
+                    .filter(|b| serde_json::from_str::<serde::de::IgnoredAny>(b).is_ok());
+                match (n.and_then(|n| u64::try_from(n).ok()).filter(|&n| n > 0), body) {
+                    (Some(n), Some(body)) => {
+                        bytes_read += body.len();
+                        found.push((n, body));
+                    }
+                    _ => tracing::warn!(
+                        "{}: session {session}: request record {n:?} left out: not a JSON document within {} bytes, or badly numbered",
+                        db.name,
+                        crate::MAX_REQUEST_RECORD_BYTES
+                    ),
+                }
+            }
+            found.reverse();
+            Ok(found)
+        })
+    }
+
+    fn request_record_count(&self, session: Uuid) -> Result<usize> {
+        self.run(move |db| async move {
+            let client = db.client().await?;
+            let count: i64 = client
+                .query_one(
+                    "SELECT COUNT(*) FROM agent_host_request_records WHERE session_id = $1",
+                    &[&session],
+                )
+                .await
+                .and_then(|row| row.try_get(0))
+                .map_err(|e| {
+                    db.fail(
+                        &SessionRef::Id(session),
+                        "cannot read request records from",
+                        e,
+                    )
+                })?;
+            Ok(usize::try_from(count).unwrap_or(0))
         })
     }
 

@@ -54,12 +54,12 @@ use uuid::Uuid;
 use super::tail::start_in;
 use super::{
     Appended, History, NewSession, Opened, PageCursor, PageRequest, Result, SessionMeta,
-    SessionPage, SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, error_chain,
-    idle_cutoff, leads,
+    SessionPage, SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, add_channels,
+    check_request_record, error_chain, idle_cutoff, leads,
 };
 
 /// The schema version this build writes, kept in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a write waits for another process's transaction to finish.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,9 +93,21 @@ ALTER TABLE sessions ADD COLUMN worker_id TEXT;
 ALTER TABLE sessions ADD COLUMN workspace_id TEXT;
 ";
 
+/// What schema version 3 adds: the channels a session was reached through,
+/// and the gateway's request records.
+const SCHEMA_V3: &str = "
+ALTER TABLE sessions ADD COLUMN channels TEXT NOT NULL DEFAULT '[]';
+CREATE TABLE request_records (
+    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    n          INTEGER NOT NULL,
+    body       TEXT NOT NULL,
+    PRIMARY KEY (session_id, n)
+) WITHOUT ROWID;
+";
+
 /// The columns a [`SessionMeta`] is read from, in [`meta_of`]'s order.
-const META_COLUMNS: &str =
-    "id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id";
+const META_COLUMNS: &str = "id, agent, key, title, created, updated, message_count, checkpoints, \
+     worker_id, workspace_id, channels";
 
 /// The clock a store reads `now` from.
 type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
@@ -353,11 +365,15 @@ impl SqliteStore {
             updated: now,
             message_count: 0,
             checkpoints: Vec::new(),
+            channels: Vec::new(),
         };
+        let mut meta = meta;
+        add_channels(&mut meta.channels, new.channel.as_deref());
+        let channels = serde_json::to_string(&meta.channels).expect("channels serialize to JSON");
         let inserted = tx
             .prepare_cached(
-                "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, '[]', ?7, ?8)",
+                "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id, channels)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, '[]', ?7, ?8, ?9)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -369,6 +385,7 @@ impl SqliteStore {
                     time(meta.updated),
                     meta.worker_id,
                     meta.workspace_id,
+                    channels,
                 ])
             });
         match inserted {
@@ -438,14 +455,15 @@ impl SqliteStore {
         }
     }
 
-    /// Stores `meta`'s title, times, count and checkpoints, inside a write
-    /// transaction.
+    /// Stores `meta`'s title, times, count, checkpoints and channels, inside
+    /// a write transaction.
     fn update(&self, tx: &Connection, meta: &SessionMeta, action: &str) -> Result<()> {
         let checkpoints =
             serde_json::to_string(&meta.checkpoints).expect("checkpoints serialize to JSON");
+        let channels = serde_json::to_string(&meta.channels).expect("channels serialize to JSON");
         tx.prepare_cached(
-            "UPDATE sessions SET title = ?2, updated = ?3, message_count = ?4, checkpoints = ?5
-             WHERE id = ?1",
+            "UPDATE sessions SET title = ?2, updated = ?3, message_count = ?4, checkpoints = ?5,
+             channels = ?6 WHERE id = ?1",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -454,6 +472,7 @@ impl SqliteStore {
                 time(meta.updated),
                 i64::try_from(meta.message_count).unwrap_or(i64::MAX),
                 checkpoints,
+                channels,
             ])
         })
         .map_err(|e| self.fail(&meta.id, action, e))?;
@@ -534,6 +553,7 @@ impl SessionStore for SqliteStore {
                 }
                 meta.message_count += lines.len() as u64;
                 meta.updated = meta.updated.max(self.now());
+                meta.add_channels_of(messages);
                 self.update(tx, &meta, action)?;
                 Ok(Appended { before, meta })
             },
@@ -561,11 +581,15 @@ impl SessionStore for SqliteStore {
                 }
                 let mut meta = meta.clone();
                 meta.message_count = lines.len() as u64;
+                meta.tidy_channels();
+                meta.add_channels_of(messages);
                 let checkpoints = serde_json::to_string(&meta.checkpoints)
                     .expect("checkpoints serialize to JSON");
+                let channels =
+                    serde_json::to_string(&meta.channels).expect("channels serialize to JSON");
                 tx.prepare_cached(
-                    "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    "INSERT INTO sessions (id, agent, key, title, created, updated, message_count, checkpoints, worker_id, workspace_id, channels)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -579,6 +603,7 @@ impl SessionStore for SqliteStore {
                         checkpoints,
                         meta.worker_id,
                         meta.workspace_id,
+                        channels,
                     ])
                 })
                 .map_err(fail)?;
@@ -796,6 +821,99 @@ impl SessionStore for SqliteStore {
         )
     }
 
+    fn put_request_record(&self, session: Uuid, n: u64, body: &str, keep: usize) -> Result<()> {
+        check_request_record(session, n, body)?;
+        let action = "cannot write a request record in";
+        let reference = SessionRef::Id(session);
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        let oldest_gone = n.saturating_sub(i64::try_from(keep).unwrap_or(i64::MAX));
+        self.write(
+            |e| self.fail(&reference, action, e),
+            |tx| {
+                let fail = |e| self.fail(&reference, action, e);
+                self.existing(tx, &reference, action)?;
+                let id = session.to_string();
+                tx.prepare_cached(
+                    "INSERT OR REPLACE INTO request_records (session_id, n, body) VALUES (?1, ?2, ?3)",
+                )
+                .and_then(|mut s| s.execute(params![id, n, body]))
+                .map_err(fail)?;
+                tx.prepare_cached("DELETE FROM request_records WHERE session_id = ?1 AND n <= ?2")
+                    .and_then(|mut s| s.execute(params![id, oldest_gone]))
+                    .map_err(fail)?;
+                Ok(())
+            },
+        )
+    }
+
+    fn request_records(&self, session: Uuid) -> Result<Vec<(u64, String)>> {
+        let reference = SessionRef::Id(session);
+        let fail = |e| self.fail(&reference, "cannot read request records from", e);
+        let conn = self.conn();
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT n, CASE WHEN length(CAST(body AS BLOB)) <= ?2 THEN body END
+                 FROM request_records WHERE session_id = ?1 ORDER BY n DESC LIMIT ?3",
+            )
+            .map_err(fail)?;
+        let rows = statement
+            .query_map(
+                params![
+                    session.to_string(),
+                    crate::MAX_REQUEST_RECORD_BYTES as i64,
+                    crate::MAX_REQUEST_RECORDS_READ as i64
+                ],
+                |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get_ref(1)?
+                            .as_str_or_null()
+                            .ok()
+                            .flatten()
+                            .map(str::to_owned),
+                    ))
+                },
+            )
+            .map_err(fail)?;
+        let mut found = Vec::new();
+        let mut bytes_read = 0usize;
+        for row in rows {
+            let (n, body) = row.map_err(fail)?;
+            if bytes_read >= crate::MAX_REQUEST_RECORDS_READ_BYTES {
+                tracing::warn!(
+                    "{}: session {session}: more request records than a read returns; the older ones left out",
+                    self.path.display()
+                );
+                break;
+            }
+            let readable =
+                body.filter(|b| serde_json::from_str::<serde::de::IgnoredAny>(b).is_ok());
+            match (u64::try_from(n).ok().filter(|&n| n > 0), readable) {
+                (Some(n), Some(body)) => {
+                    bytes_read += body.len();
+                    found.push((n, body));
+                }
+                _ => tracing::warn!(
+                    "{}: session {session}: request record {n} left out: not a JSON document within {} bytes, or badly numbered",
+                    self.path.display(),
+                    crate::MAX_REQUEST_RECORD_BYTES
+                ),
+            }
+        }
+        found.reverse();
+        Ok(found)
+    }
+
+    fn request_record_count(&self, session: Uuid) -> Result<usize> {
+        let reference = SessionRef::Id(session);
+        let count: i64 = self
+            .conn()
+            .prepare_cached("SELECT COUNT(*) FROM request_records WHERE session_id = ?1")
+            .and_then(|mut s| s.query_row([session.to_string()], |row| row.get(0)))
+            .map_err(|e| self.fail(&reference, "cannot read request records from", e))?;
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
     fn cleanup(&self, idle: Duration, now: DateTime<Utc>) -> Result<Vec<SessionMeta>> {
         let Some(cutoff) = idle_cutoff(idle, now) else {
             return Ok(Vec::new());
@@ -840,6 +958,7 @@ struct RawMeta {
     checkpoints: String,
     worker_id: Option<String>,
     workspace_id: Option<String>,
+    channels: String,
 }
 
 impl RawMeta {
@@ -856,6 +975,7 @@ impl RawMeta {
             checkpoints: row.get(7)?,
             worker_id: row.get(8)?,
             workspace_id: row.get(9)?,
+            channels: row.get(10)?,
         })
     }
 
@@ -882,7 +1002,16 @@ impl RawMeta {
                 path: path.to_owned(),
                 source,
             })?;
-        Ok(SessionMeta {
+        // Channels only label a session: a list the database holds badly
+        // is read as none rather than hiding the session.
+        let channels = serde_json::from_str(&self.channels).unwrap_or_else(|e| {
+            tracing::warn!(
+                "session {session}: the SQLite database {} holds channels that are not a list of names ({e}); read as none",
+                path.display()
+            );
+            Vec::new()
+        });
+        let mut meta = SessionMeta {
             id,
             key: self.key,
             title: self.title,
@@ -893,7 +1022,10 @@ impl RawMeta {
             updated,
             message_count: self.message_count,
             checkpoints,
-        })
+            channels,
+        };
+        meta.tidy_channels();
+        Ok(meta)
     }
 }
 
@@ -950,11 +1082,14 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
     let migrated = (|| {
         let found = version(conn).map_err(fail)?;
         match found {
-            0 | 1 => {
+            0..=2 => {
                 if found == 0 {
                     conn.execute_batch(SCHEMA_V1).map_err(fail)?;
                 }
-                conn.execute_batch(SCHEMA_V2).map_err(fail)?;
+                if found <= 1 {
+                    conn.execute_batch(SCHEMA_V2).map_err(fail)?;
+                }
+                conn.execute_batch(SCHEMA_V3).map_err(fail)?;
                 conn.pragma_update(None, "user_version", SCHEMA_VERSION)
                     .map_err(fail)?;
             }
@@ -1090,6 +1225,42 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_version_2_database_gains_channels_and_request_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch(SCHEMA_V2).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute(
+                "INSERT INTO sessions (id, agent, key, title, created, updated) VALUES (?1, 'default', 'k', NULL, ?2, ?2)",
+                params![Uuid::from_u128(9).to_string(), time(Utc::now())],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let session = SessionRef::key("default", "k");
+        assert!(store.get(&session).unwrap().unwrap().channels.is_empty());
+        let mut message = Message::user("hi").with_id("m1");
+        message.channel = Some("slack".into());
+        assert_eq!(
+            store.append(&session, &[message]).unwrap().channels,
+            ["slack"]
+        );
+        store
+            .put_request_record(Uuid::from_u128(9), 1, "{}", 10)
+            .unwrap();
+        assert_eq!(store.request_record_count(Uuid::from_u128(9)).unwrap(), 1);
+        // A hand-edited list of channels is read as none, not as an error.
+        store
+            .conn()
+            .execute("UPDATE sessions SET channels = 'not json'", [])
+            .unwrap();
+        assert!(store.get(&session).unwrap().unwrap().channels.is_empty());
     }
 
     #[test]

@@ -406,6 +406,126 @@ pub mod contract {
         assert!(history.warnings.is_empty());
     }
 
+    pub fn channels_are_kept(store: &dyn SessionStore, clock: &TestClock) {
+        let created = store
+            .create(&keyed("reach").with_channel("telegram"))
+            .unwrap();
+        assert_eq!(created.channels, ["telegram"]);
+        let session = created.reference();
+        let mut turn = turn(0, 0);
+        turn[0].channel = Some("web".into());
+        turn[1].channel = Some("telegram".into());
+        clock.advance(1);
+        let meta = store.append(&session, &turn).unwrap();
+        assert_eq!(meta.channels, ["telegram", "web"]);
+        assert_eq!(
+            store.get(&session).unwrap().unwrap().channels,
+            meta.channels
+        );
+        assert_eq!(store.load(&session).unwrap().meta.channels, meta.channels);
+        let listed = store.list(&PageRequest::first(10)).unwrap();
+        assert_eq!(listed.sessions[0].channels, meta.channels);
+
+        // Bounded: at most MAX_CHANNELS names of at most MAX_CHANNEL_BYTES;
+        // an empty one is no channel.
+        let many: Vec<Message> = (0..crate::MAX_CHANNELS + 4)
+            .map(|i| {
+                let mut m = Message::user(format!("from channel {i}")).with_id(format!("c{i}"));
+                m.channel = Some(format!("c{i:02}"));
+                m
+            })
+            .chain(["", &"x".repeat(crate::MAX_CHANNEL_BYTES + 1)].map(|c| {
+                let mut m = Message::user("odd channel").with_id(format!("odd{}", c.len()));
+                m.channel = Some(c.to_owned());
+                m
+            }))
+            .collect();
+        let meta = store.append(&session, &many).unwrap();
+        assert_eq!(meta.channels.len(), crate::MAX_CHANNELS);
+        assert!(meta.channels.is_sorted());
+        assert!(
+            meta.channels
+                .iter()
+                .all(|c| !c.is_empty() && c.len() <= 256)
+        );
+        assert!(meta.channels.contains(&"telegram".to_owned()));
+        assert_eq!(
+            store.get(&session).unwrap().unwrap().channels,
+            meta.channels
+        );
+        // A clear keeps them: they say where the session was reached.
+        assert_eq!(store.clear(&session).unwrap().channels, meta.channels);
+
+        // An import keeps the copied session's channels.
+        let mut copied = store.get(&session).unwrap().unwrap();
+        copied.id = uuid::Uuid::new_v4();
+        copied.key = Some("copied".into());
+        let imported = store.import(&copied, &[]).unwrap();
+        assert_eq!(imported.channels, meta.channels);
+        assert_eq!(
+            store.get(&imported.reference()).unwrap().unwrap().channels,
+            meta.channels
+        );
+    }
+
+    pub fn request_records_are_kept(store: &dyn SessionStore, _: &TestClock) {
+        let session = store.create(&keyed("gateway")).unwrap();
+        let id = session.id;
+        assert!(store.request_records(id).unwrap().is_empty());
+        assert_eq!(store.request_record_count(id).unwrap(), 0);
+        for n in 1..=5u64 {
+            let body = format!(r#"{{"n": {n}, "outcome": "in_progress"}}"#);
+            store.put_request_record(id, n, &body, 3).unwrap();
+        }
+        let numbers = |store: &dyn SessionStore| -> Vec<u64> {
+            store
+                .request_records(id)
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        };
+        assert_eq!(numbers(store), [3, 4, 5]);
+        assert_eq!(store.request_record_count(id).unwrap(), 3);
+        // The same number again replaces the record (a request that ended).
+        store
+            .put_request_record(id, 5, r#"{"n": 5, "outcome": "stored"}"#, 3)
+            .unwrap();
+        let records = store.request_records(id).unwrap();
+        assert_eq!(
+            records.last().unwrap().1,
+            r#"{"n": 5, "outcome": "stored"}"#
+        );
+        assert_eq!(records.len(), 3);
+
+        // What no store keeps is refused, saying what.
+        let zero = store.put_request_record(id, 0, "{}", 3).unwrap_err();
+        assert!(zero.to_string().contains("numbered from 1"), "{zero}");
+        let big = "x".repeat(crate::MAX_REQUEST_RECORD_BYTES + 1);
+        let big = store.put_request_record(id, 6, &big, 3).unwrap_err();
+        assert!(big.to_string().contains("bytes"), "{big}");
+        assert_eq!(numbers(store), [3, 4, 5]);
+        let unknown = uuid::Uuid::new_v4();
+        assert!(matches!(
+            store.put_request_record(unknown, 1, "{}", 3),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(store.request_records(unknown).unwrap().is_empty());
+        assert_eq!(store.request_record_count(unknown).unwrap(), 0);
+
+        // A clear keeps them; a delete removes them with the session.
+        store.clear(&session.reference()).unwrap();
+        assert_eq!(numbers(store), [3, 4, 5]);
+        store.delete(&session.reference()).unwrap();
+        assert!(store.request_records(id).unwrap().is_empty());
+        assert!(matches!(
+            store.put_request_record(id, 6, "{}", 3),
+            Err(StoreError::NotFound(_))
+        ));
+        let again = store.create(&keyed("gateway")).unwrap();
+        assert!(store.request_records(again.id).unwrap().is_empty());
+    }
+
     pub fn cleanup_removes_idle_sessions_only(store: &dyn SessionStore, clock: &TestClock) {
         let old = store.create(&keyed("old")).unwrap();
         clock.advance(3600);
@@ -904,6 +1024,8 @@ macro_rules! store_contract_tests {
                 rename_sets_and_removes_the_title,
                 delete_removes_everything,
                 clear_keeps_the_session,
+                channels_are_kept,
+                request_records_are_kept,
                 cleanup_removes_idle_sessions_only,
                 checkpoints_are_kept_in_order,
                 hostile_keys_round_trip,

@@ -634,3 +634,60 @@ fn assert_unlocked(path: &Path, context: &str) {
         .try_lock()
         .unwrap_or_else(|e| panic!("{context}: the log stayed locked: {e}"));
 }
+
+#[test]
+fn request_records_planted_in_the_store_are_read_with_care() {
+    let (dir, store, session, files) = store_with_session();
+    let id = store.get(&session).unwrap().unwrap().id;
+    store.put_request_record(id, 1, r#"{"n": 1}"#, 10).unwrap();
+    store.put_request_record(id, 2, r#"{"n": 2}"#, 10).unwrap();
+    let folder = files.media.with_file_name("chat_requests");
+    assert!(folder.join("1.json").is_file(), "{}", folder.display());
+
+    // What no record is: garbage, a name that is no number's spelling, a
+    // folder, a record over the limit, a link to a file outside the store.
+    std::fs::write(folder.join("3.json"), b"{not json").unwrap();
+    std::fs::write(folder.join("007.json"), br#"{"n": 7}"#).unwrap();
+    std::fs::write(folder.join("notes.txt"), b"hello").unwrap();
+    std::fs::create_dir(folder.join("4.json")).unwrap();
+    let big = format!(
+        "\"{}\"",
+        "x".repeat(agent_host_store::MAX_REQUEST_RECORD_BYTES)
+    );
+    std::fs::write(folder.join("5.json"), big).unwrap();
+    let outside = outside_file(dir.path());
+    symlink(&outside, folder.join("6.json")).unwrap();
+    let records = store.request_records(id).unwrap();
+    assert_eq!(
+        records,
+        [(1, r#"{"n": 1}"#.to_owned()), (2, r#"{"n": 2}"#.to_owned())]
+    );
+    // Counted: the regular files named as records (the damaged ones too,
+    // which a read leaves out).
+    assert_eq!(store.request_record_count(id).unwrap(), 4);
+    assert_untouched(&outside, "reading request records");
+
+    // The folder itself swapped for a link: refused, nothing outside read
+    // or written.
+    let away = dir.path().join("away");
+    std::fs::create_dir(&away).unwrap();
+    std::fs::remove_dir_all(&folder).unwrap();
+    symlink(&away, &folder).unwrap();
+    assert_refused(
+        store.put_request_record(id, 7, "{}", 10),
+        "sessions/default/chat_requests",
+        "link",
+    );
+    assert_refused(
+        store.request_records(id),
+        "sessions/default/chat_requests",
+        "link",
+    );
+    assert!(std::fs::read_dir(&away).unwrap().next().is_none());
+
+    // A delete takes the records with the session.
+    std::fs::remove_file(&folder).unwrap();
+    store.put_request_record(id, 8, "{}", 10).unwrap();
+    store.delete(&session).unwrap();
+    assert!(!folder.exists());
+}

@@ -203,23 +203,28 @@ fn a_newer_schema_is_refused_and_an_older_one_migrated() {
     let store = PostgresStore::open(&url).unwrap();
     let kept = store.create(&keyed("kept")).unwrap();
     drop(store);
-    // Back to version 1: without the idempotency keys' table.
+    // Back to version 1: without the idempotency keys' table, the
+    // channels and the request records.
     execute(
         &url,
-        "DROP TABLE agent_host_appends; DELETE FROM agent_host_schema WHERE version = 2",
+        "DROP TABLE agent_host_appends; DROP TABLE agent_host_request_records;
+         ALTER TABLE agent_host_sessions DROP COLUMN channels;
+         DELETE FROM agent_host_schema WHERE version >= 2",
     );
     let store = PostgresStore::open(&url).unwrap();
     assert_eq!(store.get(&kept.reference()).unwrap().unwrap().id, kept.id);
-    store
-        .append_once(&kept.reference(), "k", &turn(0, 0))
-        .unwrap();
+    let mut turn = turn(0, 0);
+    turn[0].channel = Some("web".into());
+    let meta = store.append_once(&kept.reference(), "k", &turn).unwrap();
+    assert_eq!(meta.channels, ["web"]);
+    store.put_request_record(kept.id, 1, "{}", 10).unwrap();
     drop(store);
 
     execute(&url, "INSERT INTO agent_host_schema (version) VALUES (99)");
     let err = PostgresStore::open(&url).unwrap_err();
     let text = agent_host_core::error_kind::error_chain(&err);
     assert!(text.contains("schema version 99"), "{text}");
-    assert!(text.contains("knows up to 2"), "{text}");
+    assert!(text.contains("knows up to 3"), "{text}");
     assert!(text.contains("upgrade agent-host"), "{text}");
     assert!(
         text.contains(&format!("127.0.0.1:{}", server().port)),

@@ -110,6 +110,21 @@ impl<S: SessionStore> SessionStore for ByDefault<S> {
     ) -> agent_host_store::Result<Vec<SessionMeta>> {
         self.0.cleanup(idle, now)
     }
+    fn put_request_record(
+        &self,
+        session: uuid::Uuid,
+        n: u64,
+        body: &str,
+        keep: usize,
+    ) -> agent_host_store::Result<()> {
+        self.0.put_request_record(session, n, body, keep)
+    }
+    fn request_records(&self, session: uuid::Uuid) -> agent_host_store::Result<Vec<(u64, String)>> {
+        self.0.request_records(session)
+    }
+    fn request_record_count(&self, session: uuid::Uuid) -> agent_host_store::Result<usize> {
+        self.0.request_record_count(session)
+    }
 }
 
 fn message(role: Role, id: &str) -> Message {

@@ -299,6 +299,11 @@ impl LlmServer {
         *lock(&self.shared.required_key) = Some(key.to_owned());
     }
 
+    /// The wire it speaks.
+    pub fn wire(&self) -> Wire {
+        self.shared.wire
+    }
+
     /// What goes in `ProviderSettings::base_url`: `http://127.0.0.1:PORT/v1`
     /// for OpenAI, `http://127.0.0.1:PORT` for Anthropic.
     pub fn base_url(&self) -> String {

@@ -227,6 +227,10 @@ async fn list(
         channel: empty(args.channel.clone()),
     };
     let (sessions, next) = state.index.page(&query)?;
+    let requests = state
+        .records
+        .counts(sessions.iter().map(|s| s.id).collect())
+        .await;
     Ok(page::list(&page::ListView {
         sessions: &sessions,
         next: next.as_deref(),
@@ -234,7 +238,7 @@ async fn list(
         agent: query.agent.as_deref().unwrap_or(""),
         channel: query.channel.as_deref().unwrap_or(""),
         state: wanted,
-        requests: &|id| state.records.count(id),
+        requests: &|id| requests.get(&id).copied().unwrap_or(0),
         report: &|id| state.hot.last_report(id),
         total: state.index.len(),
         signed_in: !state.config.tokens.is_empty(),
@@ -271,6 +275,7 @@ async fn session(
             .filter_map(|m| m.channel.as_deref()),
     );
     let view = state.index.get(id).unwrap_or(view);
+    state.records.load(id).await;
     let report = crate::routes::context(
         State(state.clone()),
         Path(id.to_string()),
@@ -304,11 +309,12 @@ async fn request(
     let n: u64 = n
         .parse()
         .map_err(|_| ApiError::invalid("n", format!("{n:?} is not a request number")))?;
+    state.records.load(id).await;
     let record = state.records.get(id, n).ok_or_else(|| {
         ApiError::new(
             ErrorKind::NotFound,
             format!(
-                "session {id} has no request {n} (the newest {} of a session are kept, until the server restarts)",
+                "session {id} has no request {n} (the newest {} of a session are kept)",
                 crate::gateway::KEPT_RECORDS
             ),
         )

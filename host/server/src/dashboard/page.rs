@@ -800,6 +800,17 @@ pub(super) fn stages(stages: &[agent_host_engine::trace::StageReport]) -> Markup
                     @if !s.steps.is_empty() {
                         ul.steps { @for step in &s.steps { li { (step) } } }
                     }
+                    @if !s.step_times.is_empty() {
+                        table.step-times {
+                            caption { "Where the time went" }
+                            thead { tr { th scope="col" { "Step" } th scope="col" { "Time" } } }
+                            tbody {
+                                @for t in &s.step_times {
+                                    tr { td { (t.step) } td.num { (format!("{:.3}", t.ms)) " ms" } }
+                                }
+                            }
+                        }
+                    }
                     (diff(&s.diff))
                 }
             }

@@ -18,8 +18,12 @@ pub(super) fn read_meta(dir: &Folder, loc: &Location, ctx: &str) -> Result<Optio
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(&format!("{ctx}: cannot read"), &path, e)),
     };
-    let source = match serde_json::from_slice(&bytes) {
-        Ok(file) => return Ok(Some(file)),
+    let source = match serde_json::from_slice::<MetaFile>(&bytes) {
+        Ok(mut file) => {
+            // Whatever the file lists, the store keeps its channels bounded.
+            file.meta.tidy_channels();
+            return Ok(Some(file));
+        }
         Err(source) => source,
     };
     let crashed = bytes.contains(&0) || (source.is_eof() && bytes.len() % PAGE == 0);
@@ -40,6 +44,7 @@ pub(super) fn read_meta(dir: &Folder, loc: &Location, ctx: &str) -> Result<Optio
         loc.backup().display()
     );
     file.from_backup = true;
+    file.meta.tidy_channels();
     Ok(Some(file))
 }
 
