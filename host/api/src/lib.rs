@@ -125,6 +125,10 @@ pub struct ContextReport {
     pub would_prune: usize,
     /// Repeated identical tool calls.
     pub doom_loops: Vec<DoomLoopView>,
+    /// What the volatile tail holds: the facts long-term memory recalls for
+    /// the newest user message, best first (empty without memory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile_tail: Vec<String>,
 }
 
 /// The session a [`ContextReport`] is about.
@@ -170,6 +174,10 @@ pub struct ViewTokens {
     pub summary_cap: u32,
     /// The recent messages.
     pub recent: u32,
+    /// The volatile tail after the newest message (what long-term memory
+    /// recalls for it), never cached; 0 without memory.
+    #[serde(default)]
+    pub volatile: u32,
     /// All of it.
     pub total: u32,
     /// What the budget allows.
@@ -228,6 +236,7 @@ impl ContextReport {
                 summary: v.summary,
                 summary_cap: v.summary_cap,
                 recent: v.recent,
+                volatile: 0,
                 total: v.total(),
                 available: v.available,
                 percent_of_window: percent(u64::from(v.total()), u64::from(u.context_limit)),
@@ -256,7 +265,22 @@ impl ContextReport {
                     count: d.count,
                 })
                 .collect(),
+            volatile_tail: Vec::new(),
         }
+    }
+
+    /// Adds the volatile tail `recall` makes after the view: its tokens to
+    /// the zone and the total, its facts to [`ContextReport::volatile_tail`].
+    pub fn with_recall(mut self, recall: &agent_host_core::memory::recall::Recall) -> Self {
+        if recall.facts.is_empty() {
+            return self;
+        }
+        self.tokens.volatile = recall.tokens;
+        self.tokens.total = self.tokens.total.saturating_add(recall.tokens);
+        self.tokens.percent_of_window =
+            percent(u64::from(self.tokens.total), u64::from(self.context_limit));
+        self.volatile_tail = recall.facts.iter().map(|f| f.text.clone()).collect();
+        self
     }
 }
 

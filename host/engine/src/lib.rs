@@ -760,6 +760,46 @@ impl Engine {
         .await
     }
 
+    /// The volatile tail the next view would end with: what long-term
+    /// memory recalls for the session's newest user message (as a turn
+    /// recalls for its own), `None` when the engine keeps no memory. It
+    /// comes after the newest message, outside every cached prefix, and is
+    /// never stored.
+    pub async fn volatile_tail(
+        &self,
+        session: &SessionRef,
+    ) -> Result<Option<agent_host_core::memory::recall::Recall>> {
+        let Some(memory) = self.inner.config.memory.clone() else {
+            return Ok(None);
+        };
+        let session = session.clone();
+        self.blocking(move |inner| {
+            let store = inner.store.as_ref();
+            let meta = existing(store, &session)?;
+            // The newest user message within the last turns read.
+            let tail = store.load_tail(&meta.reference(), TailStart::Newest(VOLATILE_READ))?;
+            let Some(text) = tail
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.role == agent_host_core::Role::User && !m.synthetic)
+                .map(Message::text)
+            else {
+                return Ok(Some(agent_host_core::memory::recall::Recall::default()));
+            };
+            let filter =
+                agent_host_core::memory::Filter::user(memory.user.clone()).agent(meta.agent);
+            Ok(Some(memory.store.recall(
+                &filter,
+                &text,
+                memory.retrieval_limit,
+                memory.recall_tokens,
+                &inner.counter,
+            )?))
+        })
+        .await
+    }
+
     /// The part of `session`'s log its context report reads, to keep up to
     /// date as messages are appended (see core's [`LogWindow`]): its
     /// [`compact`](LogWindow::compact) is the report [`Engine::context`]
@@ -1175,6 +1215,10 @@ impl Inner {
         })
     }
 }
+
+/// How many of the newest messages [`Engine::volatile_tail`] reads for the
+/// newest user message.
+const VOLATILE_READ: usize = 64;
 
 /// The context report of `session` in `store` under `config`: core's
 /// pipeline run without a summarizer or processors, so it changes nothing

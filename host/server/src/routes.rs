@@ -669,7 +669,14 @@ pub(crate) async fn context(
     let report = hot
         .context_report(&state.engine, &state.metrics, view.id)
         .await?;
-    Ok(Json(report.as_ref().clone()))
+    let report = report.as_ref().clone();
+    // The volatile tail: what memory recalls for the newest user message.
+    Ok(Json(
+        match state.engine.volatile_tail(&SessionRef::Id(view.id)).await? {
+            Some(recall) => report.with_recall(&recall),
+            None => report,
+        },
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{session}/summarize", tag = "context",

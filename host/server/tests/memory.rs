@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_host_engine::{Engine, EngineConfig};
+use agent_host_engine::{Engine, EngineConfig, MemoryConfig};
 use agent_host_server::{Server, ServerConfig};
 use agent_host_store::memory::MemoryStore;
 use agent_host_store::{FileStore, SessionStore};
@@ -36,11 +36,25 @@ impl Running {
 }
 
 async fn start(memory: bool) -> Running {
+    start_for(memory, None).await
+}
+
+/// A server whose turns and views recall `user`'s memory when given.
+async fn start_for(memory: bool, user: Option<&str>) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
-    let engine = Engine::new(EngineConfig::default(), store, &|_: &str| None).unwrap();
+    let memory =
+        memory.then(|| Arc::new(MemoryStore::open(&dir.path().to_string_lossy()).unwrap()));
+    let engine_config = EngineConfig {
+        memory: match (&memory, user) {
+            (Some(m), Some(user)) => Some(MemoryConfig::new(Arc::clone(m), user)),
+            _ => None,
+        },
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(engine_config, store, &|_: &str| None).unwrap();
     let config = ServerConfig {
-        memory: memory.then(|| Arc::new(MemoryStore::open(&dir.path().to_string_lossy()).unwrap())),
+        memory,
         ..ServerConfig::default()
     };
     let server = Server::new(engine, config).unwrap();
@@ -261,4 +275,83 @@ async fn a_server_without_memory_says_so() {
     assert_eq!(error["error"]["kind"], "configuration");
     let _ = s.stop.unwrap().send(());
     s.task.await.unwrap().unwrap();
+}
+
+/// What would be sent now ends with a volatile tail: the facts memory
+/// recalls for the newest user message, counted in their own zone and
+/// shown on the session's page; without memory the zone is empty.
+#[tokio::test]
+async fn the_context_shows_the_volatile_tail() {
+    let s = start_for(true, Some("alice")).await;
+    let (status, _) = s
+        .send(
+            Method::POST,
+            "/v1/memory",
+            Some(json!({"user": "alice", "text": "deploys the billing service with the staging key on fridays"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, made) = s
+        .send(Method::POST, "/v1/sessions", Some(json!({"key": "ops"})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let (_, before) = s.send(Method::GET, "/v1/sessions/ops/context", None).await;
+    assert_eq!(before["tokens"]["volatile"], 0, "{before}");
+    let (status, _) = s
+        .send(
+            Method::POST,
+            "/v1/sessions/ops/messages",
+            Some(json!({"messages": [{"role": "user", "content": "How do we deploy billing on fridays?"}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, context) = s.send(Method::GET, "/v1/sessions/ops/context", None).await;
+    let volatile = context["tokens"]["volatile"].as_u64().unwrap();
+    assert!(volatile > 0, "{context}");
+    assert_eq!(
+        context["volatile_tail"][0], "deploys the billing service with the staging key on fridays",
+        "{context}"
+    );
+    let parts: u64 = ["system", "summary", "recent", "volatile"]
+        .iter()
+        .map(|z| context["tokens"][z].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        context["tokens"]["total"].as_u64().unwrap(),
+        parts,
+        "{context}"
+    );
+    let id = made["id"].as_str().unwrap();
+    let page = s
+        .http
+        .get(format!("{}/sessions/{id}", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!("Volatile tail <strong>{volatile}</strong>")),
+        "{page}"
+    );
+    assert!(page.contains("staging key on fridays"), "{page}");
+
+    // A server whose turns keep no memory shows the zone empty.
+    let plain = start_for(true, None).await;
+    plain
+        .send(Method::POST, "/v1/sessions", Some(json!({"key": "ops"})))
+        .await;
+    plain
+        .send(
+            Method::POST,
+            "/v1/sessions/ops/messages",
+            Some(json!({"messages": [{"role": "user", "content": "How do we deploy billing on fridays?"}]})),
+        )
+        .await;
+    let (_, context) = plain
+        .send(Method::GET, "/v1/sessions/ops/context", None)
+        .await;
+    assert_eq!(context["tokens"]["volatile"], 0, "{context}");
+    assert!(context.get("volatile_tail").is_none(), "{context}");
 }

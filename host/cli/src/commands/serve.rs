@@ -59,6 +59,11 @@ pub struct ServeArgs {
         value_name = "fingerprint|pass-through"
     )]
     anonymous: agent_host_server::gateway::Anonymous,
+    /// Whose long-term memory turns recall from and flush into (the store's memory, as
+    /// `/v1/memory` serves it): recalled facts go in each view's volatile tail, after the
+    /// newest message. None: turns and views use no memory.
+    #[arg(long, value_name = "USER")]
+    memory_user: Option<String>,
     #[command(flatten)]
     overrides: Overrides,
 }
@@ -123,6 +128,16 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
             .map(|url| WebhookConfig::new(url.clone(), secret.as_bytes()))
             .collect()
     };
+    if let Some(user) = &args.memory_user
+        && (user.trim().is_empty() || user.len() > 256)
+    {
+        bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
+    }
+    if args.memory_user.is_some() && agent_host_store::is_postgres(&settings.store) {
+        bail!(
+            "--memory-user: a PostgreSQL store keeps no long-term memory yet; use a folder or sqlite: store"
+        );
+    }
     let config = ServerConfig {
         idle_after: args.idle_after,
         sweep_every: (args.idle_after / 4)
@@ -165,7 +180,16 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
                 agent_host_store::redact(&settings.store)
             )
         })?;
-    let engine = crate::engine_on(settings, processors, store)?;
+    let mut engine_config = settings.engine_config(processors);
+    engine_config.cache_dir = agent_host_runtime::CompileCache::default_root();
+    engine_config.memory = match (&args.memory_user, &config.memory) {
+        (Some(user), Some(memory)) => Some(agent_host_engine::MemoryConfig::new(
+            std::sync::Arc::clone(memory),
+            user.clone(),
+        )),
+        _ => None,
+    };
+    let engine = crate::engine_over(engine_config, store, false)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("agent-host-server")
         .enable_all()

@@ -314,6 +314,7 @@ fn zones(r: &ContextReport) -> Markup {
             span.z-system style={"width:" (format!("{:.2}", pct(t.system))) "%"} title={"system prompt: " (t.system) " tokens"} {}
             span.z-summary style={"width:" (format!("{:.2}", pct(t.summary))) "%"} title={"summary: " (t.summary) " tokens"} {}
             span.z-recent style={"width:" (format!("{:.2}", pct(t.recent))) "%"} title={"recent messages: " (t.recent) " tokens"} {}
+            span.z-volatile style={"width:" (format!("{:.2}", pct(t.volatile))) "%"} title={"volatile tail: " (t.volatile) " tokens"} {}
             span.z-free {}
             span.z-reserve style={"width:" (format!("{:.2}", pct(r.response_reserve))) "%"} title={"kept for the answer: " (r.response_reserve) " tokens"} {}
         }
@@ -321,8 +322,17 @@ fn zones(r: &ContextReport) -> Markup {
             span { i.z-system {} "System prompt " strong { (t.system) } }
             span { i.z-summary {} "Summary " strong { (t.summary) } }
             span { i.z-recent {} "Recent messages " strong { (t.recent) } " (" (r.messages_in_view) " messages)" }
+            span { i.z-volatile {} "Volatile tail " strong { (t.volatile) } }
             span { i.z-free {} "Free " strong { (free) } }
             span { i.z-reserve {} "Kept for the answer " strong { (r.response_reserve) } }
+        }
+        @if r.volatile_tail.is_empty() {
+            p.muted { "Volatile tail: nothing recalled (long-term memory is off, or holds nothing for the newest user message)." }
+        } @else {
+            details.volatile {
+                summary { "Volatile tail: " (r.volatile_tail.len()) " recalled facts after the newest message, never cached" }
+                ul { @for fact in &r.volatile_tail { li { (fact) } } }
+            }
         }
         p {
             (t.total) " of " (r.context_limit) " tokens (" (format!("{:.1}", t.percent_of_window)) "% of the window); "
