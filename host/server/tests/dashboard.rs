@@ -584,6 +584,11 @@ async fn a_request_diff_in_a_real_browser() {
             .await
             .contains("older messages left out")
     );
+    // Where the pipeline's time went, step by step.
+    let times = text_of(&client, "#stage-1 table.step-times").await;
+    for step in ["read", "pack", "view"] {
+        assert!(times.contains(step), "{times}");
+    }
 
     // Stage 2, the processor: a message beside its replacement, and one
     // inserted.
