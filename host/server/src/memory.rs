@@ -46,7 +46,7 @@ async fn with_memory<T: Send + 'static>(
     let memory: Arc<MemoryStore> = state.config.memory.clone().ok_or_else(|| {
         ApiError::new(
             ErrorKind::Configuration,
-            "this server keeps no long-term memory (its store is PostgreSQL, or it was started without one)",
+            "this server keeps no long-term memory (it was started without one)",
         )
     })?;
     Ok(tokio::task::spawn_blocking(move || f(&memory)).await??)

@@ -33,7 +33,7 @@ use rusqlite::{Connection, params};
 use crate::file::memory_log::MemoryLog;
 use crate::open::{SQLITE_PREFIX, is_postgres};
 use crate::sqlite::{backend, configure, create_private_file};
-use crate::{Result, StoreError, redact};
+use crate::{Result, StoreError};
 
 /// The longest line (one change) the memory log holds, in bytes.
 pub const MAX_CHANGE_BYTES: usize = 1024 * 1024;
@@ -63,6 +63,7 @@ pub struct Found {
 enum Log {
     File(MemoryLog),
     Sqlite { conn: Connection, path: PathBuf },
+    Postgres(Box<crate::PostgresStore>),
 }
 
 struct State {
@@ -111,11 +112,7 @@ impl MemoryStore {
     /// ```
     pub fn open(spec: &str) -> Result<MemoryStore> {
         let log = if is_postgres(spec) {
-            return Err(StoreError::Invalid {
-                what: "store",
-                value: redact(spec),
-                reason: "long-term memory is kept in a folder or SQLite store; a PostgreSQL store does not keep it yet".into(),
-            });
+            Log::Postgres(Box::new(crate::PostgresStore::open(spec)?))
         } else if let Some(path) = spec.strip_prefix(SQLITE_PREFIX) {
             if path.is_empty() {
                 return Err(StoreError::Invalid {
@@ -309,6 +306,7 @@ impl MemoryStore {
         let (changes, seen) = match log {
             Log::File(log) => log.lock(false)?.read_since(*seen_)?,
             Log::Sqlite { conn, path } => sqlite_since(conn, path, *seen_)?,
+            Log::Postgres(db) => db.memory_since(*seen_)?,
         };
         catch_up(memory_, seen_, changes, seen, &name)?;
         Ok(f(memory_))
@@ -361,6 +359,16 @@ impl MemoryStore {
                     (changes, Some(e)) => Err((e, !changes.is_empty())),
                 }
             }
+            Log::Postgres(db) => {
+                let _lock = db.memory_lock()?;
+                let (changes, seen) = db.memory_since(*seen_)?;
+                catch_up(memory_, seen_, changes, seen, &name)?;
+                match plan(memory_) {
+                    (changes, None) if changes.is_empty() => Ok(None),
+                    (changes, None) => db.memory_append(&changes).map(Some).map_err(|e| (e, true)),
+                    (changes, Some(e)) => Err((e, !changes.is_empty())),
+                }
+            }
         };
         match outcome {
             Ok(Some(seen)) => {
@@ -386,6 +394,7 @@ impl Log {
         match self {
             Log::File(log) => log.path().display().to_string(),
             Log::Sqlite { path, .. } => format!("{} (memory_changes)", path.display()),
+            Log::Postgres(db) => format!("{} (agent_host_memory_changes)", db.name()),
         }
     }
 }

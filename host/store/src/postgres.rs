@@ -113,7 +113,7 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7468_6f73;
 
 /// The migrations, in order: migration `n` (from 1) brings the schema to
 /// version `n`.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     // 1: sessions and their messages.
     "
 CREATE TABLE agent_host_sessions (
@@ -161,7 +161,19 @@ CREATE TABLE agent_host_request_records (
     PRIMARY KEY (session_id, n)
 );
 ",
+    // 4: long-term memory, as a log of changes (see `memory.rs`).
+    "
+CREATE TABLE agent_host_memory_changes (
+    seq    BIGSERIAL PRIMARY KEY,
+    change TEXT NOT NULL
+);
+",
 ];
+
+/// The lock every writer of long-term memory holds (through the turn locks'
+/// connections): writes are serialised across instances, so `seq` order is
+/// commit order and a reader that has seen `seq` has seen all before it.
+const MEMORY_LOCK: Uuid = Uuid::from_u128(0x6167_656e_742d_686f_7374_2d6d_656d_6f72);
 
 /// The columns a [`SessionMeta`] is read from, in [`meta_of`]'s order; the
 /// checkpoints only when within [`MAX_LINE_BYTES`].
@@ -1290,6 +1302,93 @@ impl Drop for Pooled {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(client);
         }
+    }
+}
+
+/// Long-term memory's log in the database (`memory.rs` keeps the rest).
+impl PostgresStore {
+    /// The memory changes after `seen`, in order, and the `seq` of the last.
+    pub(crate) fn memory_since(
+        &self,
+        seen: u64,
+    ) -> Result<(Vec<agent_host_core::memory::Change>, u64)> {
+        self.run(move |db| async move {
+            let client = db.client().await?;
+            let fail = |e| StoreError::Backend {
+                context: format!("memory: cannot read the PostgreSQL database {}", db.name),
+                source: Box::new(e),
+            };
+            let max = i32::try_from(crate::memory::MAX_CHANGE_BYTES).unwrap_or(i32::MAX);
+            let rows = client
+                .query(
+                    "SELECT seq, CASE WHEN octet_length(change) <= $2 THEN change END
+                     FROM agent_host_memory_changes WHERE seq > $1 ORDER BY seq",
+                    &[&i64::try_from(seen).unwrap_or(i64::MAX), &max],
+                )
+                .await
+                .map_err(fail)?;
+            let mut changes = Vec::with_capacity(rows.len());
+            let mut last = seen;
+            for row in rows {
+                let seq: i64 = row.try_get(0).map_err(fail)?;
+                let bad = |why: String| StoreError::Backend {
+                    context: format!(
+                        "memory: row {seq} of agent_host_memory_changes in {} is not a memory change",
+                        db.name
+                    ),
+                    source: why.into(),
+                };
+                let text: Option<String> = row.try_get(1).map_err(fail)?;
+                let text = text.ok_or_else(|| {
+                    bad(format!("it is over {} bytes", crate::memory::MAX_CHANGE_BYTES))
+                })?;
+                changes.push(serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?);
+                last = u64::try_from(seq).unwrap_or(0);
+            }
+            Ok((changes, last))
+        })
+    }
+
+    /// Appends `changes` in one transaction; the `seq` of the last.
+    pub(crate) fn memory_append(&self, changes: &[agent_host_core::memory::Change]) -> Result<u64> {
+        let texts = changes
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<std::result::Result<Vec<String>, _>>()
+            .map_err(|e| StoreError::Backend {
+                context: "memory: cannot encode a change".into(),
+                source: Box::new(e),
+            })?;
+        self.run(move |db| async move {
+            let mut client = db.client().await?;
+            let fail = |e| StoreError::Backend {
+                context: format!(
+                    "memory: cannot write to the PostgreSQL database {}",
+                    db.name
+                ),
+                source: Box::new(e),
+            };
+            let tx = client.transaction().await.map_err(fail)?;
+            let mut last = 0;
+            for text in &texts {
+                let row = tx
+                    .query_one(
+                        "INSERT INTO agent_host_memory_changes (change) VALUES ($1) RETURNING seq",
+                        &[text],
+                    )
+                    .await
+                    .map_err(fail)?;
+                last = row.try_get::<_, i64>(0).map_err(fail)?;
+            }
+            tx.commit().await.map_err(fail)?;
+            Ok(u64::try_from(last).unwrap_or(0))
+        })
+    }
+
+    /// Holds the memory's write lock (across every instance) until dropped.
+    pub(crate) fn memory_lock(&self) -> Result<TurnLock> {
+        let held = self.run(move |db| db.lock_turn(MEMORY_LOCK))?;
+        Ok(TurnLock::new(held))
     }
 }
 

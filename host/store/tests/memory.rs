@@ -1,5 +1,5 @@
-//! Long-term memory in the file and SQLite stores: operations, replay,
-//! invalidation, scoping, two handles on one store, a torn log.
+//! Long-term memory in the file, SQLite and PostgreSQL stores: operations,
+//! replay, invalidation, scoping, two handles on one store, a torn log.
 
 use agent_host_core::Message;
 use agent_host_core::memory::{Fact, FactEdit, FactKind, Filter, MemoryError, Scope};
@@ -11,11 +11,18 @@ fn at(day: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap() + Duration::days(day)
 }
 
+/// A store of each backend: a folder, SQLite, and a fresh PostgreSQL
+/// database when the test server runs here (it must under CI).
 fn specs(dir: &std::path::Path) -> Vec<String> {
-    vec![
+    let mut specs = vec![
         dir.join("files").to_string_lossy().into_owned(),
         format!("sqlite:{}", dir.join("db/sessions.db").display()),
-    ]
+    ];
+    #[cfg(unix)]
+    if let Some(server) = agent_host_store::testing::postgres_server::server() {
+        specs.push(server.fresh_url());
+    }
+    specs
 }
 
 fn fact(id: &str, user: &str, text: &str, day: i64) -> Fact {
@@ -249,14 +256,42 @@ fn a_torn_last_line_is_skipped_then_cut_and_a_bad_line_is_named() {
 }
 
 #[test]
-fn a_postgres_store_says_memory_is_not_kept_there_yet() {
-    let error = MemoryStore::open("postgres://app:secret@db/agents").unwrap_err();
-    assert_eq!(error.kind(), agent_host_core::ErrorKind::Configuration);
-    let text = error.to_string();
+fn an_unreachable_postgres_store_is_named_without_its_password() {
+    // Nothing listens on port 1.
+    let error = MemoryStore::open("postgres://app:secret@127.0.0.1:1/agents?connect_timeout=2")
+        .unwrap_err();
+    let text = agent_host_core::error_kind::error_chain(&error);
     assert!(
-        text.contains("PostgreSQL") && !text.contains("secret"),
+        text.contains("127.0.0.1:1") && !text.contains("secret"),
         "{text}"
     );
+}
+
+/// Two handles on one PostgreSQL database write at once from threads: every
+/// fact is kept once, and each handle reads the other's.
+#[cfg(unix)]
+#[test]
+fn concurrent_writers_on_postgres_serialise() {
+    let Some(server) = agent_host_store::testing::postgres_server::server() else {
+        return;
+    };
+    let url = server.fresh_url();
+    let handles: Vec<MemoryStore> = (0..2).map(|_| MemoryStore::open(&url).unwrap()).collect();
+    std::thread::scope(|scope| {
+        for (h, store) in handles.iter().enumerate() {
+            scope.spawn(move || {
+                for i in 0..20 {
+                    let id = format!("f{h}-{i}");
+                    let text = format!("writer {h} noted item number {i}");
+                    store.add(fact(&id, "u", &text, 0)).unwrap();
+                }
+            });
+        }
+    });
+    for store in &handles {
+        let listed = store.list(&Filter::user("u"), None, 100).unwrap();
+        assert_eq!(listed.len(), 40);
+    }
 }
 
 #[cfg(unix)]

@@ -208,6 +208,7 @@ fn a_newer_schema_is_refused_and_an_older_one_migrated() {
     execute(
         &url,
         "DROP TABLE agent_host_appends; DROP TABLE agent_host_request_records;
+         DROP TABLE agent_host_memory_changes;
          ALTER TABLE agent_host_sessions DROP COLUMN channels;
          DELETE FROM agent_host_schema WHERE version >= 2",
     );
@@ -224,7 +225,7 @@ fn a_newer_schema_is_refused_and_an_older_one_migrated() {
     let err = PostgresStore::open(&url).unwrap_err();
     let text = agent_host_core::error_kind::error_chain(&err);
     assert!(text.contains("schema version 99"), "{text}");
-    assert!(text.contains("knows up to 3"), "{text}");
+    assert!(text.contains("knows up to 4"), "{text}");
     assert!(text.contains("upgrade agent-host"), "{text}");
     assert!(
         text.contains(&format!("127.0.0.1:{}", server().port)),

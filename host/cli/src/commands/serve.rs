@@ -133,11 +133,6 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
     {
         bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
     }
-    if args.memory_user.is_some() && agent_host_store::is_postgres(&settings.store) {
-        bail!(
-            "--memory-user: a PostgreSQL store keeps no long-term memory yet; use a folder or sqlite: store"
-        );
-    }
     let config = ServerConfig {
         idle_after: args.idle_after,
         sweep_every: (args.idle_after / 4)
@@ -149,21 +144,15 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
         webhooks,
         hooks: load_hooks(&args.hooks)?,
         anonymous: args.anonymous,
-        // Long-term memory beside the sessions; a PostgreSQL store keeps none yet.
-        memory: if agent_host_store::is_postgres(&settings.store) {
-            None
-        } else {
-            Some(std::sync::Arc::new(
-                agent_host_store::memory::MemoryStore::open(&settings.store).with_context(
-                    || {
-                        format!(
-                            "cannot open the memory of the store {}",
-                            agent_host_store::redact(&settings.store)
-                        )
-                    },
-                )?,
-            ))
-        },
+        // Long-term memory beside the sessions, in the same store.
+        memory: Some(std::sync::Arc::new(
+            agent_host_store::memory::MemoryStore::open(&settings.store).with_context(|| {
+                format!(
+                    "cannot open the memory of the store {}",
+                    agent_host_store::redact(&settings.store)
+                )
+            })?,
+        )),
         ..ServerConfig::default()
     };
     let processors = (!args.processors.is_empty()).then(|| {
