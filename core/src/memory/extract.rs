@@ -169,7 +169,7 @@ fn fact_id(scope: &Scope, session: Option<&str>, message: &str, place: usize) ->
     )
 }
 
-fn fnv(bytes: &[u8], seed: u64) -> u64 {
+pub(super) fn fnv(bytes: &[u8], seed: u64) -> u64 {
     bytes.iter().fold(seed, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -49,6 +49,7 @@
 
 pub mod extract;
 pub mod index;
+pub mod model;
 pub mod recall;
 pub mod terms;
 

@@ -44,6 +44,19 @@ pub enum EngineEvent {
         /// How many facts it added.
         facts: usize,
     },
+    /// Facts were extracted into long-term memory (at the flush, or every
+    /// few exchanges with the model).
+    MemoryExtracted {
+        /// The session.
+        session: SessionRef,
+        /// How many new facts.
+        facts: usize,
+        /// `model` or `offline`.
+        by: String,
+        /// Why the model's extraction failed, when the offline extractor
+        /// stood in.
+        fell_back: Option<String>,
+    },
     /// Long-term memory recalled facts into a turn's view (after its newest
     /// message).
     MemoryRecalled {

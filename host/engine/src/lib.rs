@@ -152,7 +152,38 @@ pub struct MemoryConfig {
     pub retrieval_limit: usize,
     /// The most tokens recalled facts take (default 1,000).
     pub recall_tokens: u32,
+    /// How facts are extracted (default: offline).
+    pub extraction: Extraction,
+    /// With [`Extraction::Model`], the model is asked for the facts of the
+    /// exchanges since the last extraction once there are this many
+    /// (default 5), and before a summary covers messages.
+    pub extraction_threshold: usize,
 }
+
+/// How long-term memory extracts facts from messages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Extraction {
+    /// Core's offline extractor (explicit facts, no model), at the flush
+    /// before a summary.
+    #[default]
+    Offline,
+    /// The engine's provider, asked with core's extraction request
+    /// ([`agent_host_core::memory::model`]) every
+    /// [`MemoryConfig::extraction_threshold`] exchanges (in the
+    /// background, after the turn is stored) and at the flush; when the
+    /// model fails or answers nothing readable, the offline extractor
+    /// stands in (with a warning and [`EngineEvent::MemoryExtracted`]
+    /// saying so). Exchanges not yet extracted when the process ends are
+    /// covered by the flush before they are summarized.
+    Model,
+}
+
+/// Exchanges between two extractions by the model, by default.
+pub const DEFAULT_EXTRACTION_THRESHOLD: usize = 5;
+
+/// The most messages kept waiting for the next extraction of a session
+/// (older ones are left to the flush).
+const MAX_PENDING_EXTRACTION: usize = 200;
 
 impl MemoryConfig {
     /// `user`'s memory in `store`, with the default limits.
@@ -162,6 +193,8 @@ impl MemoryConfig {
             user: user.into(),
             retrieval_limit: agent_host_core::memory::recall::DEFAULT_RETRIEVAL_LIMIT,
             recall_tokens: agent_host_core::memory::recall::DEFAULT_RECALL_TOKENS,
+            extraction: Extraction::Offline,
+            extraction_threshold: DEFAULT_EXTRACTION_THRESHOLD,
         }
     }
 }
@@ -300,6 +333,16 @@ struct Inner {
     provider: Option<Provider>,
     chain: ProcessorChain,
     counter: HeuristicCounter,
+    /// Per session, the exchanges since the model last extracted facts
+    /// from it ([`Extraction::Model`]).
+    extraction: std::sync::Mutex<std::collections::HashMap<uuid::Uuid, Pending>>,
+}
+
+/// The messages of the exchanges waiting for a session's next extraction.
+#[derive(Default)]
+struct Pending {
+    exchanges: usize,
+    messages: Vec<Message>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -352,6 +395,7 @@ impl Engine {
                 provider,
                 chain,
                 counter: HeuristicCounter::default(),
+                extraction: std::sync::Mutex::default(),
             }),
         })
     }
@@ -592,6 +636,7 @@ impl Engine {
                 Ok(inner.store.append(&meta.reference(), &turn)?)
             })
             .await?;
+        self.exchange_stored(&stored, [user.clone(), reply.clone()], observer);
         Ok(TurnOutcome {
             user,
             reply: Some(reply),
@@ -912,6 +957,139 @@ impl Engine {
         Ok(Some(recall))
     }
 
+    /// Extracts the facts of `messages` of `session` into memory, as
+    /// [`MemoryConfig::extraction`] says (the model first, the offline
+    /// extractor when it fails); how many new facts. Nothing without memory.
+    async fn extract_facts(
+        &self,
+        session: &SessionRef,
+        messages: Vec<Message>,
+        observer: &dyn Observer,
+    ) -> Result<usize> {
+        let Some(memory) = self.inner.config.memory.clone() else {
+            return Ok(0);
+        };
+        let target = session.clone();
+        let meta = self.blocking(move |inner| inner.open(&target)).await?;
+        let scope = agent_host_core::memory::Scope::new(memory.user.clone(), meta.agent.clone());
+        let source = meta.id.to_string();
+        let mut by_model = None;
+        let mut fell_back = None;
+        if memory.extraction == Extraction::Model {
+            match self.ask_for_facts(&memory, &meta, &scope, &messages).await {
+                Ok(facts) => by_model = Some(facts),
+                Err(why) => {
+                    tracing::warn!(
+                        "session {session}: the model's extraction failed ({why}); the offline extractor stands in"
+                    );
+                    fell_back = Some(why);
+                }
+            }
+        }
+        let model = by_model.is_some();
+        let added = self
+            .blocking(move |_| {
+                Ok(match by_model {
+                    Some(facts) if facts.is_empty() => Vec::new(),
+                    Some(facts) => memory.store.add_all(facts)?,
+                    None => memory.store.extract(
+                        &scope,
+                        Some(&source),
+                        &messages,
+                        &memory.user,
+                        &meta.agent,
+                    )?,
+                })
+            })
+            .await?;
+        let facts = added.iter().filter(|a| !a.duplicate).count();
+        observer.event(&EngineEvent::MemoryExtracted {
+            session: session.clone(),
+            facts,
+            by: if model { "model" } else { "offline" }.to_owned(),
+            fell_back,
+        });
+        Ok(facts)
+    }
+
+    /// The facts the provider reads in `messages`: core's extraction
+    /// request, answered without streaming, read by core.
+    async fn ask_for_facts(
+        &self,
+        memory: &MemoryConfig,
+        meta: &SessionMeta,
+        scope: &agent_host_core::memory::Scope,
+        messages: &[Message],
+    ) -> std::result::Result<Vec<agent_host_core::memory::Fact>, String> {
+        use agent_host_core::memory::model;
+        let provider = self
+            .inner
+            .provider
+            .clone()
+            .ok_or_else(|| "no provider is configured".to_owned())?;
+        let chat = ChatRequest {
+            messages: model::request(messages, &memory.user, &meta.agent),
+            max_tokens: Some(EXTRACTION_ANSWER_TOKENS),
+            temperature: Some(0.0),
+            no_tools: true,
+            stream: Some(false),
+        };
+        let mut ignore = |_: agent_host_provider::StreamEvent| {};
+        let answer = provider
+            .complete(&chat, &mut ignore)
+            .await
+            .map_err(|e| e.to_string())?;
+        let read = model::read_answer(
+            &answer.message.text(),
+            scope,
+            Some(&meta.id.to_string()),
+            messages,
+            Utc::now(),
+        )?;
+        for why in &read.skipped {
+            tracing::debug!("session {}: extraction: {why}", meta.id);
+        }
+        Ok(read.facts)
+    }
+
+    /// Counts a stored exchange towards the session's next extraction by
+    /// the model; at [`MemoryConfig::extraction_threshold`] exchanges, the
+    /// extraction runs in the background.
+    fn exchange_stored(&self, meta: &SessionMeta, turn: [Message; 2], observer: Arc<dyn Observer>) {
+        let Some(memory) = &self.inner.config.memory else {
+            return;
+        };
+        if memory.extraction != Extraction::Model {
+            return;
+        }
+        let due = {
+            let mut pending = self
+                .inner
+                .extraction
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let entry = pending.entry(meta.id).or_default();
+            entry.exchanges += 1;
+            entry.messages.extend(turn);
+            let over = entry.messages.len().saturating_sub(MAX_PENDING_EXTRACTION);
+            entry.messages.drain(..over);
+            (entry.exchanges >= memory.extraction_threshold.max(1))
+                .then(|| pending.remove(&meta.id))
+                .flatten()
+        };
+        if let Some(due) = due {
+            let (engine, session) = (self.clone(), meta.reference());
+            tokio::spawn(async move {
+                if let Err(e) = engine
+                    .extract_facts(&session, due.messages, &*observer)
+                    .await
+                {
+                    tracing::warn!("session {session}: extracting facts failed: {e}");
+                }
+            });
+        }
+    }
+
     /// Stores the checkpoint `prepared` made, if any: the pair goes to the
     /// log and the checkpoint to the metadata; `log` and `checkpoint` follow.
     /// `pending`: the log's last message is this turn's user message, not
@@ -939,30 +1117,13 @@ impl Engine {
             session: session.clone(),
             messages: covered.clone(),
         });
-        if let Some(memory) = self.inner.config.memory.clone() {
+        if self.inner.config.memory.is_some() {
             // The flush: what the summary is about to cover is in memory
             // before the summary is stored.
-            let target = session.clone();
-            let added = self
-                .blocking(move |inner| {
-                    let meta = inner.open(&target)?;
-                    let scope = agent_host_core::memory::Scope::new(
-                        memory.user.clone(),
-                        meta.agent.clone(),
-                    );
-                    let source = meta.id.to_string();
-                    Ok(memory.store.extract(
-                        &scope,
-                        Some(&source),
-                        &covered,
-                        &memory.user,
-                        &meta.agent,
-                    )?)
-                })
-                .await?;
+            let added = self.extract_facts(session, covered, observer).await?;
             observer.event(&EngineEvent::MemoryFlushed {
                 session: session.clone(),
-                facts: added.iter().filter(|a| !a.duplicate).count(),
+                facts: added,
             });
         }
         let pair = prepared.compaction.append.clone();
@@ -1215,6 +1376,9 @@ impl Inner {
         })
     }
 }
+
+/// The most tokens the model's answer to an extraction request may take.
+const EXTRACTION_ANSWER_TOKENS: u32 = 2_000;
 
 /// How many of the newest messages [`Engine::volatile_tail`] reads for the
 /// newest user message.

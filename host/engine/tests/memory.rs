@@ -210,3 +210,124 @@ async fn recall_goes_after_the_cached_prefix_and_is_not_stored() {
             .all(|m| !m.text().contains("Relevant memories"))
     );
 }
+
+/// With extraction by the model, every `extraction_threshold` exchanges the
+/// model is asked for the facts of the exchanges since the last time (in
+/// the background, after the turn is stored); what it answers is kept with
+/// its provenance. A model that answers garbage leaves the offline
+/// extractor to stand in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_extracts_facts_every_few_exchanges() {
+    let server = LlmServer::start(Wire::OpenAi);
+    let garbage = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answers_garbage = garbage.clone();
+    server.respond_with(move |request| {
+        let messages = request.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let system = messages
+            .first()
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
+        if !system.contains("long-term memories") {
+            return agent_host_testkit::model_server::Answer::text("Noted.").into();
+        }
+        if answers_garbage.load(std::sync::atomic::Ordering::SeqCst) {
+            return agent_host_testkit::model_server::Answer::text("I would rather not.").into();
+        }
+        // Answer about the first user message asked about, by its id.
+        let material = messages[1]["content"].as_str().unwrap();
+        let id = material
+            .lines()
+            .find(|l| l.contains("] user: "))
+            .and_then(|l| l.strip_prefix('['))
+            .and_then(|l| l.split(']').next())
+            .unwrap()
+            .to_owned();
+        let facts = serde_json::json!([{
+            "source": id, "entity": "ada", "kind": "attribute",
+            "text": "Ada works at Globex.", "attribute": "works at", "value": "Globex"
+        }]);
+        agent_host_testkit::model_server::Answer::text(&facts.to_string()).into()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let memory = Arc::new(MemoryStore::open(&dir.path().to_string_lossy()).unwrap());
+    let mut memory_config = MemoryConfig::new(memory.clone(), "ada");
+    memory_config.extraction = agent_host_engine::Extraction::Model;
+    memory_config.extraction_threshold = 2;
+    let config = EngineConfig {
+        provider: Some(provider(&server)),
+        memory: Some(memory_config),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config, store.clone(), &|_: &str| None).unwrap();
+    let session = SessionRef::key("default", "work");
+    let (send, mut extracted) = tokio::sync::mpsc::unbounded_channel();
+    let observer = Arc::new(move |e: &EngineEvent| {
+        if let EngineEvent::MemoryExtracted {
+            facts,
+            by,
+            fell_back,
+            ..
+        } = e
+        {
+            let _ = send.send((*facts, by.clone(), fell_back.clone()));
+        }
+    });
+    let say = |text: &'static str| {
+        let (engine, session, observer) = (engine.clone(), session.clone(), observer.clone());
+        async move {
+            engine
+                .turn(TurnRequest::new(session, text), observer)
+                .await
+                .unwrap()
+        }
+    };
+    let first = say("I started at Globex this week.").await;
+    say("Remind me to file the expense report.").await;
+    let (facts, by, fell_back) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), extracted.recv())
+            .await
+            .expect("an extraction within 30 s")
+            .unwrap();
+    assert_eq!((facts, by.as_str(), fell_back), (1, "model", None));
+    let found = memory
+        .search("Globex", &Filter::user("ada"), 5, false)
+        .unwrap();
+    assert_eq!(found[0].fact.text, "Ada works at Globex.");
+    assert_eq!(found[0].fact.attribute.as_deref(), Some("works at"));
+    assert_eq!(
+        found[0].fact.source.message.as_deref(),
+        Some(first.user.id.as_str())
+    );
+    // One request for the two exchanges: four turns' worth of requests in
+    // all would mean it asked after each.
+    let asked = server
+        .requests()
+        .iter()
+        .filter(|r| r.body.to_string().contains("long-term memories"))
+        .count();
+    assert_eq!(asked, 1);
+
+    // The model answers garbage: the offline extractor stands in.
+    garbage.store(true, std::sync::atomic::Ordering::SeqCst);
+    say("My name is Ada Lovelace.").await;
+    say("I prefer tea over coffee.").await;
+    let (facts, by, fell_back) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), extracted.recv())
+            .await
+            .expect("an extraction within 30 s")
+            .unwrap();
+    assert_eq!(by, "offline");
+    assert!(fell_back.unwrap().contains("no JSON array"));
+    assert!(facts >= 1);
+    let found = memory
+        .search("tea", &Filter::user("ada"), 5, false)
+        .unwrap();
+    assert!(
+        found.iter().any(|f| f.fact.text.contains("tea")),
+        "{found:?}"
+    );
+}

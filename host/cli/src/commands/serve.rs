@@ -64,8 +64,25 @@ pub struct ServeArgs {
     /// newest message. None: turns and views use no memory.
     #[arg(long, value_name = "USER")]
     memory_user: Option<String>,
+    /// With --memory-user, how facts are extracted: `offline` (explicit facts, at the
+    /// flush before a summary) or `model` (the configured provider, every
+    /// --extraction-threshold exchanges and at the flush; offline when it fails).
+    #[arg(long, default_value = "offline", value_name = "offline|model")]
+    memory_extraction: MemoryExtraction,
+    /// Exchanges between two extractions by the model.
+    #[arg(long, default_value_t = agent_host_engine::DEFAULT_EXTRACTION_THRESHOLD, value_name = "N")]
+    extraction_threshold: usize,
     #[command(flatten)]
     overrides: Overrides,
+}
+
+/// How the server's turns extract facts (`--memory-extraction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemoryExtraction {
+    /// Core's offline extractor.
+    Offline,
+    /// The configured model.
+    Model,
 }
 
 impl ServeArgs {
@@ -172,12 +189,25 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
     let mut engine_config = settings.engine_config(processors);
     engine_config.cache_dir = agent_host_runtime::CompileCache::default_root();
     engine_config.memory = match (&args.memory_user, &config.memory) {
-        (Some(user), Some(memory)) => Some(agent_host_engine::MemoryConfig::new(
-            std::sync::Arc::clone(memory),
-            user.clone(),
-        )),
+        (Some(user), Some(memory)) => {
+            let mut memory =
+                agent_host_engine::MemoryConfig::new(std::sync::Arc::clone(memory), user.clone());
+            memory.extraction = match args.memory_extraction {
+                MemoryExtraction::Offline => agent_host_engine::Extraction::Offline,
+                MemoryExtraction::Model => agent_host_engine::Extraction::Model,
+            };
+            memory.extraction_threshold = args.extraction_threshold.max(1);
+            Some(memory)
+        }
         _ => None,
     };
+    if args.memory_extraction == MemoryExtraction::Model
+        && (args.memory_user.is_none() || engine_config.provider.is_none())
+    {
+        bail!(
+            "--memory-extraction model needs --memory-user and a provider (--provider and --model, or [provider] in agent-host.toml)"
+        );
+    }
     let engine = crate::engine_over(engine_config, store, false)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("agent-host-server")
