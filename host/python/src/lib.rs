@@ -853,6 +853,210 @@ impl Store {
     }
 }
 
+/// Long-term memory: facts about entities, scoped by user and agent, kept
+/// beside the sessions of a store (a folder, `sqlite:PATH` or a
+/// `postgres://` URL). Facts are returned as dicts (the shape of
+/// `/v1/memory`).
+#[pyclass(frozen, module = "agent_host")]
+pub struct Memory {
+    memory: Arc<agent_host_store::memory::MemoryStore>,
+    spec: String,
+}
+
+/// A JSON value as Python objects.
+fn to_python<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot convert to Python: {e}")))?;
+    json_loads(py, &text)
+}
+
+fn added_to_python<'py>(
+    py: Python<'py>,
+    added: &[agent_host_store::memory::Added],
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    added
+        .iter()
+        .map(|a| {
+            to_python(
+                py,
+                &json!({"fact": a.fact, "duplicate": a.duplicate, "invalidated": a.invalidated}),
+            )
+        })
+        .collect()
+}
+
+#[pymethods]
+impl Memory {
+    #[new]
+    fn new(py: Python<'_>, spec: PathBuf) -> PyResult<Memory> {
+        let spec = spec.to_string_lossy().into_owned();
+        let shown = agent_host_store::redact(&spec);
+        let opened = {
+            let spec = spec.clone();
+            py.detach(move || agent_host_store::memory::MemoryStore::open(&spec))
+        };
+        let memory = opened.map_err(|e| {
+            let e = anyhow::Error::from(e).context(format!("cannot open the memory of {shown}"));
+            to_py(py, e, ErrorKind::Io)
+        })?;
+        Ok(Memory {
+            memory: Arc::new(memory),
+            spec: shown,
+        })
+    }
+
+    /// The store's spec, any password redacted.
+    #[getter]
+    fn spec(&self) -> &str {
+        &self.spec
+    }
+
+    /// Adds the fact `text` about `entity` (the user by default); with an
+    /// `attribute` and its `value`, a newer value invalidates the older
+    /// fact. Returns `{"fact", "duplicate", "invalidated"}`.
+    #[pyo3(signature = (text, *, user, agent = "default", entity = None, attribute = None, value = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn add<'py>(
+        &self,
+        py: Python<'py>,
+        text: String,
+        user: String,
+        agent: &str,
+        entity: Option<String>,
+        attribute: Option<String>,
+        value: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let memory = Arc::clone(&self.memory);
+        let mut fact = agent_host_core::memory::Fact::new(
+            agent_host_store::memory::MemoryStore::new_id(),
+            agent_host_core::memory::Scope::new(user.clone(), agent),
+            entity.unwrap_or(user),
+            text,
+            memory.now(),
+        );
+        if attribute.is_some() {
+            fact.kind = agent_host_core::memory::FactKind::Attribute;
+        }
+        fact.attribute = attribute;
+        fact.value = value;
+        let added = store_call(py, move || memory.add(fact))?;
+        Ok(added_to_python(py, std::slice::from_ref(&added))?.remove(0))
+    }
+
+    /// The facts the offline extractor finds in `history` (what the user
+    /// said is about `user`, what the assistant said about `agent`), added.
+    #[pyo3(signature = (history, *, user, agent = String::from("default"), session = None))]
+    fn extract<'py>(
+        &self,
+        py: Python<'py>,
+        history: &History,
+        user: String,
+        agent: String,
+        session: Option<String>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let memory = Arc::clone(&self.memory);
+        let messages = Arc::clone(&history.messages);
+        let added = store_call(py, move || {
+            let scope = agent_host_core::memory::Scope::new(user.clone(), agent.clone());
+            memory.extract(&scope, session.as_deref(), &messages, &user, &agent)
+        })?;
+        added_to_python(py, &added)
+    }
+
+    /// The `limit` (at most 100) facts of `user` that best match `query`,
+    /// best first, as `{"fact", "score"}`.
+    #[pyo3(signature = (query, *, user, agent = None, limit = 10, include_invalid = false))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        user: String,
+        agent: Option<String>,
+        limit: usize,
+        include_invalid: bool,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let memory = Arc::clone(&self.memory);
+        let found = store_call(py, move || {
+            let mut filter = agent_host_core::memory::Filter::user(user);
+            if let Some(agent) = agent {
+                filter = filter.agent(agent);
+            }
+            memory.search(&query, &filter, limit, include_invalid)
+        })?;
+        found
+            .iter()
+            .map(|f| to_python(py, &json!({"fact": f.fact, "score": f.score})))
+            .collect()
+    }
+
+    /// Fact `id` of `user`; `NotFoundError` when `user` has none by that id.
+    #[pyo3(signature = (id, *, user))]
+    fn get<'py>(&self, py: Python<'py>, id: String, user: String) -> PyResult<Bound<'py, PyAny>> {
+        let memory = Arc::clone(&self.memory);
+        let fact = store_call(py, move || memory.get(&user, &id))?;
+        to_python(py, &fact)
+    }
+
+    /// `user`'s facts (about `entity`, by `agent`, when given), oldest
+    /// first, at most `limit` (100), after the fact `after`.
+    #[pyo3(signature = (*, user, agent = None, entity = None, after = None, limit = 100))]
+    fn list<'py>(
+        &self,
+        py: Python<'py>,
+        user: String,
+        agent: Option<String>,
+        entity: Option<String>,
+        after: Option<String>,
+        limit: usize,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let memory = Arc::clone(&self.memory);
+        let facts = store_call(py, move || {
+            let mut filter = agent_host_core::memory::Filter::user(user);
+            if let Some(agent) = agent {
+                filter = filter.agent(agent);
+            }
+            filter.entity = entity;
+            memory.list(&filter, after.as_deref(), limit)
+        })?;
+        facts.iter().map(|f| to_python(py, f)).collect()
+    }
+
+    /// Changes fact `id` of `user`; returns it as it is now.
+    #[pyo3(signature = (id, *, user, text = None, entity = None, attribute = None, value = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn update<'py>(
+        &self,
+        py: Python<'py>,
+        id: String,
+        user: String,
+        text: Option<String>,
+        entity: Option<String>,
+        attribute: Option<String>,
+        value: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let memory = Arc::clone(&self.memory);
+        let edit = agent_host_core::memory::FactEdit {
+            text,
+            entity,
+            attribute,
+            value,
+        };
+        let fact = store_call(py, move || memory.update(&user, &id, edit))?;
+        to_python(py, &fact)
+    }
+
+    /// Deletes fact `id` of `user`.
+    #[pyo3(signature = (id, *, user))]
+    fn delete(&self, py: Python<'_>, id: String, user: String) -> PyResult<()> {
+        let memory = Arc::clone(&self.memory);
+        store_call(py, move || memory.delete(&user, &id))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<agent_host.Memory {}>", self.spec)
+    }
+}
+
 /// A stored session: an append-only log of messages.
 #[pyclass(frozen, module = "agent_host")]
 pub struct Session {
@@ -1046,6 +1250,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RunResult>()?;
     m.add_class::<Store>()?;
     m.add_class::<Session>()?;
+    m.add_class::<Memory>()?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(formats, m)?)?;
     m.add_function(wrap_pyfunction!(register_errors, m)?)?;

@@ -27,7 +27,7 @@ import os
 from typing import Any, Iterable, List, Optional, Tuple, Union
 
 from . import errors
-from ._native import History, Processor, RunResult, Session, Store
+from ._native import History, Memory, Processor, RunResult, Session, Store
 from ._native import __version__ as __version__
 from ._native import formats as _formats
 from ._native import register_errors as _register_errors
@@ -125,6 +125,7 @@ __all__ = [
     "InternalError",
     "InvalidInputError",
     "LimitExceededError",
+    "Memory",
     "NotFoundError",
     "Processor",
     "ProcessorFailedError",

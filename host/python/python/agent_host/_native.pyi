@@ -114,6 +114,66 @@ class Store:
     def delete(self, name: str, *, agent: str = "default") -> None:
         """Deletes the session ``name`` stands for."""
 
+class Memory:
+    """Long-term memory beside a store's sessions (a folder, ``sqlite:PATH`` or a
+    ``postgres://`` URL): facts about entities, scoped by user and agent, as dicts."""
+
+    def __init__(self, spec: _StrPath) -> None:
+        """Opens the store's memory."""
+    @property
+    def spec(self) -> str:
+        """The store's spec, any password redacted."""
+    def add(
+        self,
+        text: str,
+        *,
+        user: str,
+        agent: str = "default",
+        entity: Optional[str] = None,
+        attribute: Optional[str] = None,
+        value: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Adds a fact; ``{"fact", "duplicate", "invalidated"}``."""
+    def extract(
+        self, history: History, *, user: str, agent: str = "default", session: Optional[str] = None
+    ) -> List[Dict[str, Any]]:
+        """Adds the facts the offline extractor finds in ``history``."""
+    def search(
+        self,
+        query: str,
+        *,
+        user: str,
+        agent: Optional[str] = None,
+        limit: int = 10,
+        include_invalid: bool = False,
+    ) -> List[Dict[str, Any]]:
+        """The best matches, ``{"fact", "score"}``, best first."""
+    def get(self, id: str, *, user: str) -> Dict[str, Any]:
+        """Fact ``id`` of ``user`` (``NotFoundError`` when there is none)."""
+    def list(
+        self,
+        *,
+        user: str,
+        agent: Optional[str] = None,
+        entity: Optional[str] = None,
+        after: Optional[str] = None,
+        limit: int = 100,
+    ) -> List[Dict[str, Any]]:
+        """``user``'s facts, oldest first."""
+    def update(
+        self,
+        id: str,
+        *,
+        user: str,
+        text: Optional[str] = None,
+        entity: Optional[str] = None,
+        attribute: Optional[str] = None,
+        value: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Changes fact ``id``; the fact as it is now."""
+    def delete(self, id: str, *, user: str) -> None:
+        """Deletes fact ``id`` of ``user``."""
+
 class Session:
     """A stored session: an append-only log of messages."""
 
