@@ -57,19 +57,31 @@ impl Ask {
     }
 }
 
-/// The echoed request fields, with the Responses defaults.
-const ECHOED: [(&str, fn() -> Value); 10] = [
-    ("instructions", || Value::Null),
-    ("tools", || json!([])),
-    ("tool_choice", || json!("auto")),
-    ("parallel_tool_calls", || json!(true)),
-    ("temperature", || Value::Null),
-    ("top_p", || Value::Null),
-    ("max_output_tokens", || Value::Null),
-    ("metadata", || json!({})),
-    ("store", || json!(true)),
-    ("text", || json!({"format": {"type": "text"}})),
+/// The request fields a response object echoes.
+const ECHOED: [&str; 10] = [
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "metadata",
+    "store",
+    "text",
 ];
+
+/// What a response object says of an echoed field the request left out.
+fn echo_default(key: &str) -> Value {
+    match key {
+        "tools" => json!([]),
+        "tool_choice" => json!("auto"),
+        "parallel_tool_calls" | "store" => json!(true),
+        "metadata" => json!({}),
+        "text" => json!({"format": {"type": "text"}}),
+        _ => Value::Null,
+    }
+}
 
 /// Reads a Responses request's own fields; `Err` names the field (and the
 /// item's index in `input`).
@@ -164,10 +176,10 @@ pub(crate) fn read(body: &Map<String, Value>) -> Result<(Vec<Message>, Ask), Str
         }
         Some(_) => return Err("`tools` must be an array".to_owned()),
     }
-    for (key, default) in ECHOED {
+    for key in ECHOED {
         let value = body.get(key).filter(|v| !v.is_null()).cloned();
         ask.echo
-            .insert(key.to_owned(), value.unwrap_or_else(default));
+            .insert(key.to_owned(), value.unwrap_or_else(|| echo_default(key)));
     }
     Ok((messages, ask))
 }
