@@ -31,7 +31,8 @@
 //! The keys of it that choose where requests go, which secret is sent, where
 //! sessions are written or which folders a processor reads
 //! (`provider.base_url`, `provider.api_key_env`, `store.path`,
-//! `processors[].allow_dirs`) are honoured only when the [`TrustList`]
+//! `processors[].allow_dirs`, `upstreams[].base_url`,
+//! `upstreams[].api_key_env`) are honoured only when the [`TrustList`]
 //! trusts the file's path and content (`agent-host config trust`);
 //! otherwise loading fails with a [`ConfigError`] naming the file and the
 //! keys. No file names a processor crate to build: building runs native

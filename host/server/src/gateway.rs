@@ -1,24 +1,36 @@
-//! The gateway: OpenAI Chat Completions (`POST /v1/chat/completions`) and
-//! Anthropic Messages (`POST /v1/messages`) in front of the configured
-//! provider, so that an agent gets sessions, compaction and sandboxed
+//! The gateway: OpenAI Chat Completions (`POST /v1/chat/completions`),
+//! Anthropic Messages (`POST /v1/messages`) and OpenAI Responses (`POST
+//! /v1/responses`, see [`responses`]) in front of the configured
+//! upstreams, so that an agent gets sessions, compaction and sandboxed
 //! processors by changing its `base_url`.
 //!
 //! A request goes through these steps:
 //!
+//! 0. **Its upstream** is the one its `model` picks ([`Upstream`]: by name,
+//!    by prefix, else the default; the engine's provider when none are
+//!    configured). Chat Completions and Messages go to an upstream of their
+//!    own wire; Responses to either, translated.
 //! 1. **Its session** is found, in this order: the `x-session-id` header
 //!    (or `x-agent-host-session`), the body's `prompt_cache_key`, its
-//!    `user` (Anthropic: `metadata.user_id`), and last a fingerprint of its
-//!    leading messages (the system prompt and the first user message), so a
-//!    client that resends its whole history stays in one session.
+//!    `user` (Anthropic: `metadata.user_id`), the Responses ids (the
+//!    session `previous_response_id` was answered in, or the
+//!    `conversation`), and last a fingerprint of its leading messages (the
+//!    system prompt and the first user message), so a client that resends
+//!    its whole history stays in one session.
 //! 2. **Its messages are reconciled** with the stored log
 //!    ([`agent_host_core::reconcile`]): the ones not stored yet are
 //!    appended; a client that rewrote or rewound its history goes to a
 //!    branch (the key `KEY~FINGERPRINT`), never onto a log it no longer has.
+//!    A Responses request that continues a response or a conversation sends
+//!    only what is new: all of it is appended.
 //! 3. **The view is prepared** as for a turn: the pipeline fits the window
 //!    (budget, pruning, a summary checkpoint, truncation), then the
 //!    processors run in the sandbox.
 //! 4. **The request goes upstream** as the client wrote it, its messages
-//!    replaced by the view (and the model kept). The answer comes back as
+//!    replaced by the view (and the model kept), less what only another
+//!    upstream can read (signed or encrypted reasoning, compaction items,
+//!    marked with the upstream that made them; the record's `notes` say
+//!    what was left out). The answer comes back as
 //!    the upstream sent it (a stream piece by piece), and is stored when it
 //!    ended whole: a client that hangs up drops the upstream request and
 //!    stores no half answer. An upstream error is passed on with its status
@@ -643,7 +655,9 @@ fn read_request(wire: Wire, bytes: &[u8]) -> Result<Asked, String> {
     }
     let messages = match (wire, body.get("messages")) {
         (_, None) => return Err("`messages` is missing".to_owned()),
-        (Wire::Responses, _) => unreachable!("read above"),
+        (Wire::Responses, Some(_)) => {
+            return Err("a Responses request has `input`, not `messages`".to_owned());
+        }
         (_, Some(m)) if !m.is_array() => return Err("`messages` must be an array".to_owned()),
         (Wire::ChatCompletions, Some(m)) => openai::from_value(m.clone()),
         (Wire::AnthropicMessages, Some(m)) => {
@@ -739,7 +753,31 @@ fn identify(
     {
         (conversation, "conversation")
     } else if anonymous == Anonymous::Fingerprint {
-        (leading_fingerprint(&asked.messages), "fingerprint")
+        let leading = asked.responses.as_ref().and_then(|a| a.leading.clone());
+        let key = match leading {
+            // A Responses client's instructions are its system prompt.
+            Some(leading) => {
+                let mut messages = Vec::with_capacity(2);
+                messages.push(leading);
+                messages.extend(
+                    asked
+                        .messages
+                        .iter()
+                        .take_while(|m| m.role != Role::User)
+                        .cloned(),
+                );
+                messages.extend(
+                    asked
+                        .messages
+                        .iter()
+                        .find(|m| m.role == Role::User)
+                        .cloned(),
+                );
+                leading_fingerprint(&messages)
+            }
+            None => leading_fingerprint(&asked.messages),
+        };
+        (key, "fingerprint")
     } else {
         return Ok(None);
     };
@@ -1411,40 +1449,10 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
             }
             with_headers(response, &headers)
         }
-        Relayed::Whole { body, reply } if out.response.is_some() => {
-            let skeleton = out.response.clone().unwrap_or_else(|| unreachable!());
-            let stream = out.stream;
-            match reply {
-                Ok(reply) => {
-                    let response = if stream {
-                        // An upstream that answered a stream whole.
-                        let bytes = responses::Streamer::new(skeleton).finish(&reply);
-                        event_stream(Body::from(bytes))
-                    } else {
-                        Json(responses::whole(&skeleton, &reply)).into_response()
-                    };
-                    tokio::spawn(persist(&state, out, Ended::Answer(Box::new(reply))));
-                    with_headers(response, &headers)
-                }
-                Err(e) => {
-                    let message = format!(
-                        "the upstream's answer could not be read: {e} (it began: {})",
-                        shortened(String::from_utf8_lossy(&body).into_owned(), 512)
-                    );
-                    let ended = Ended::Failed {
-                        status: Some(200),
-                        outcome: "unreadable_answer",
-                        error: message.clone(),
-                    };
-                    persist(&state, out, ended).await;
-                    with_headers(
-                        wire.error(StatusCode::BAD_GATEWAY, "server_error", &message),
-                        &headers,
-                    )
-                }
-            }
-        }
         Relayed::Whole { body, reply } => {
+            if let Some(skeleton) = out.response.clone() {
+                return translate_whole(state, out, skeleton, body, reply, headers).await;
+            }
             let ended = match reply {
                 Ok(reply) => Ended::Answer(Box::new(reply)),
                 Err(e) => Ended::Failed {
@@ -1520,6 +1528,49 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
                 },
             );
             with_headers(event_stream(Body::from_stream(pieces)), &headers)
+        }
+    }
+}
+
+/// A Responses client's answer from an upstream's whole answer: the
+/// response object, or its events when the client asked for a stream.
+async fn translate_whole(
+    state: Shared,
+    out: Outgoing,
+    skeleton: responses::Skeleton,
+    body: Bytes,
+    reply: Result<agent_host_provider::ChatReply, ProviderError>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+) -> Response {
+    let wire = out.wire;
+    let stream = out.stream;
+    match reply {
+        Ok(reply) => {
+            let response = if stream {
+                // An upstream that answered a stream whole.
+                let bytes = responses::Streamer::new(skeleton).finish(&reply);
+                event_stream(Body::from(bytes))
+            } else {
+                Json(responses::whole(&skeleton, &reply)).into_response()
+            };
+            tokio::spawn(persist(&state, out, Ended::Answer(Box::new(reply))));
+            with_headers(response, &headers)
+        }
+        Err(e) => {
+            let message = format!(
+                "the upstream's answer could not be read: {e} (it began: {})",
+                shortened(String::from_utf8_lossy(&body).into_owned(), 512)
+            );
+            let ended = Ended::Failed {
+                status: Some(200),
+                outcome: "unreadable_answer",
+                error: message.clone(),
+            };
+            persist(&state, out, ended).await;
+            with_headers(
+                wire.error(StatusCode::BAD_GATEWAY, "server_error", &message),
+                &headers,
+            )
         }
     }
 }
