@@ -1,6 +1,6 @@
 //! The gateway: OpenAI Chat Completions (`POST /v1/chat/completions`),
 //! Anthropic Messages (`POST /v1/messages`) and OpenAI Responses (`POST
-//! /v1/responses`, see [`responses`]) in front of the configured
+//! /v1/responses`, see `gateway/responses.rs`) in front of the configured
 //! upstreams, so that an agent gets sessions, compaction and sandboxed
 //! processors by changing its `base_url`.
 //!
