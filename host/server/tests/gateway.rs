@@ -1232,3 +1232,56 @@ async fn signed_reasoning_goes_only_to_the_upstream_that_made_it() {
         to_a.body
     );
 }
+
+/// A Responses client in front of an upstream that fails: a refusal comes
+/// back with its status in OpenAI's error shape; a stream cut off halfway
+/// ends with `response.failed`, and no half answer is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_failures_reach_a_responses_client_in_its_shape() {
+    let gateway = Gateway::start(Wire::Anthropic).await;
+    gateway.upstream.push(Scripted::Status {
+        status: 418,
+        body: json!({"type": "error", "error": {"type": "teapot", "message": "short and stout"}})
+            .to_string(),
+        retry_after: None,
+    });
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "m", "input": "hello", "prompt_cache_key": "failing"}),
+    )
+    .await;
+    assert_eq!(status, 418, "{reply}");
+    assert_eq!(reply["error"]["message"], "short and stout", "{reply}");
+    assert_eq!(reply["error"]["type"], "teapot", "{reply}");
+
+    gateway.upstream.push(Scripted::CutOff(Answer::text(
+        "A long answer that never ends",
+    )));
+    let reply = reqwest::Client::new()
+        .post(format!("{}/v1/responses", gateway.base))
+        .json(
+            &json!({"model": "m", "stream": true, "prompt_cache_key": "failing",
+                      "input": [{"role": "user", "content": "hello"},
+                                {"role": "user", "content": "again"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status();
+    let text = reply.text().await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"response.created"), "{text}");
+    assert_eq!(kinds.last(), Some(&"response.failed"), "{text}");
+    gateway.settle("failing").await;
+    let stored: Vec<String> = gateway
+        .session("failing")
+        .iter()
+        .map(|m| format!("{}: {}", m.role.as_str(), m.content))
+        .collect();
+    assert_eq!(stored, ["user: hello", "user: again"], "{stored:?}");
+}

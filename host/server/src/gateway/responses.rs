@@ -381,8 +381,8 @@ pub(crate) fn upstream_body(
             if let Some(system) = written.remove("system") {
                 body.insert("system".into(), system);
             }
-            if let Some(messages) = written.remove("messages") {
-                body.insert("messages".into(), messages);
+            if let Some(Value::Array(messages)) = written.remove("messages") {
+                body.insert("messages".into(), Value::Array(alternating(messages)));
             }
             body.insert(
                 "max_tokens".into(),
@@ -444,6 +444,30 @@ pub(crate) fn upstream_body(
         }
     }
     Ok(body)
+}
+
+/// Anthropic messages with each run of one role joined into one message
+/// (a Responses input may hold several user messages in a row, which older
+/// Anthropic-compatible servers refuse).
+fn alternating(messages: Vec<Value>) -> Vec<Value> {
+    let blocks = |content: Value| match content {
+        Value::String(text) => vec![json!({"type": "text", "text": text})],
+        Value::Array(blocks) => blocks,
+        other => vec![other],
+    };
+    let mut out: Vec<Value> = Vec::with_capacity(messages.len());
+    for mut m in messages {
+        let role = m.get("role").cloned();
+        match out.last_mut() {
+            Some(last) if role.is_some() && last.get("role") == role.as_ref() => {
+                let mut joined = blocks(last["content"].take());
+                joined.extend(blocks(m["content"].take()));
+                last["content"] = Value::Array(joined);
+            }
+            _ => out.push(m),
+        }
+    }
+    out
 }
 
 /// A response object's parts known before the answer.
