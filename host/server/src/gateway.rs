@@ -1662,11 +1662,18 @@ fn with_headers(mut response: Response, headers: &[(HeaderName, HeaderValue)]) -
 /// (`out` holds its locks).
 fn persist(
     state: &Shared,
-    mut out: Outgoing,
+    out: Outgoing,
     ended: Ended,
 ) -> impl Future<Output = ()> + Send + 'static {
     let state = state.clone();
     async move {
+        // The whole of it, its locks too, until the end. Regression: the
+        // block named only some fields of `out`, so it captured only those
+        // and the session's locks were dropped when the future was made,
+        // before the answer was stored; a client's next request could
+        // overtake the store (found by the Responses SDK test: its third
+        // request saw the first response as the newest, now and then).
+        let mut out = out;
         // Passed through without a session: nothing to store or record.
         let Some(session) = out.session else { return };
         let (reply, status, failure) = match ended {
