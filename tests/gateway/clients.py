@@ -181,6 +181,91 @@ def anthropic_conversation(stream):
     return out
 
 
+TOOLS_RESPONSES = [
+    {
+        "type": "function",
+        "name": "read_file",
+        "description": "Reads a file",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    }
+]
+
+
+def responses_turn(client, stream, helper, **request):
+    """One Responses request: what the SDK read of it."""
+    kinds = []
+    if stream and helper:
+        # The SDK's own accumulator: it checks that every event fits the
+        # ones before it (an item added before its deltas, and so on).
+        with client.responses.stream(**request) as events:
+            for event in events:
+                kinds.append(event.type)
+            response = events.get_final_response()
+        headers = {}
+    elif stream:
+        with client.responses.with_streaming_response.create(stream=True, **request) as raw:
+            headers = headers_of(raw)
+            response, numbers = None, []
+            for event in raw.parse():
+                kinds.append(event.type)
+                numbers.append(event.sequence_number)
+                if event.type == "response.completed":
+                    response = event.response
+            assert numbers == list(range(len(numbers))), numbers
+    else:
+        raw = client.responses.with_raw_response.create(**request)
+        headers = headers_of(raw)
+        response = raw.parse()
+    calls = [
+        {"id": item.call_id, "name": item.name, "arguments": item.arguments}
+        for item in response.output
+        if item.type == "function_call"
+    ]
+    return {
+        "id": response.id,
+        "status": response.status,
+        "text": response.output_text,
+        "items": [item.type for item in response.output],
+        "calls": calls,
+        "usage": response.usage.model_dump() if response.usage else None,
+        "previous": response.previous_response_id,
+        "headers": headers,
+        "events": kinds,
+    }
+
+
+def responses_conversation(stream):
+    """A conversation kept by the gateway: each request sends only what is
+    new and names the response it continues."""
+    client = openai.OpenAI(base_url=BASE + "/v1", api_key="gateway-token", max_retries=0)
+    common = {"model": "test-model", "instructions": "You read files.", "tools": TOOLS_RESPONSES}
+    turns = []
+    first = responses_turn(client, stream, False, input="What is in a.rs?", **common)
+    turns.append(first)
+    call = first["calls"][0]
+    output = [{"type": "function_call_output", "call_id": call["id"], "output": "fn main() {}"}]
+    second = responses_turn(
+        client, stream, stream, input=output, previous_response_id=first["id"], **common
+    )
+    turns.append(second)
+    third = responses_turn(
+        client, stream, False, input="Thanks. Anything else?", previous_response_id=second["id"], **common
+    )
+    turns.append(third)
+    # Continuing from an older response would carry the newer turns along:
+    # refused.
+    try:
+        client.responses.create(input="Again?", previous_response_id=first["id"], **common)
+        fork = {"status": 200}
+    except openai.APIStatusError as e:
+        fork = {"status": e.status_code, "message": str(e)}
+    return {"turns": turns, "fork": fork}
+
+
 def openai_upstream_error():
     client = openai.OpenAI(base_url=BASE + "/v1", api_key="gateway-token", max_retries=0)
     try:
@@ -213,6 +298,8 @@ SCENARIOS = {
     "openai-stream": lambda: openai_conversation(True),
     "anthropic": lambda: anthropic_conversation(False),
     "anthropic-stream": lambda: anthropic_conversation(True),
+    "responses": lambda: responses_conversation(False),
+    "responses-stream": lambda: responses_conversation(True),
     "openai-error": openai_upstream_error,
     "anthropic-error": anthropic_upstream_error,
 }

@@ -121,11 +121,58 @@ def anthropic_conversation(stream):
     return {"turns": turns}
 
 
+def responses_conversation(stream):
+    """The Responses API in front of llama-server's Chat Completions: the
+    second request sends only its question and names the first response."""
+    client = openai.OpenAI(base_url=BASE + "/v1", api_key="unused", max_retries=0, timeout=120)
+    turns, previous = [], None
+    for question in QUESTIONS:
+        request = dict(
+            model="smollm2",
+            instructions="You answer briefly.",
+            input=question,
+            max_output_tokens=24,
+            temperature=0,
+            previous_response_id=previous,
+            extra_headers=SESSION,
+        )
+        events = []
+        if stream:
+            with client.responses.with_streaming_response.create(stream=True, **request) as raw:
+                headers = headers_of(raw)
+                response, text = None, ""
+                for event in raw.parse():
+                    events.append(event.type)
+                    if event.type == "response.output_text.delta":
+                        text += event.delta
+                    elif event.type in ("response.completed", "response.incomplete"):
+                        response = event.response
+            assert text == response.output_text, (text, response.output_text)
+        else:
+            raw = client.responses.with_raw_response.create(**request)
+            headers = headers_of(raw)
+            response = raw.parse()
+        previous = response.id
+        turns.append(
+            {
+                "text": response.output_text,
+                "usage": response.usage.model_dump(),
+                "finish": response.status,
+                "headers": headers,
+                "events": events,
+                "id": response.id,
+            }
+        )
+    return {"turns": turns}
+
+
 SCENARIOS = {
     "openai": lambda: openai_conversation(False),
     "openai-stream": lambda: openai_conversation(True),
     "anthropic": lambda: anthropic_conversation(False),
     "anthropic-stream": lambda: anthropic_conversation(True),
+    "responses": lambda: responses_conversation(False),
+    "responses-stream": lambda: responses_conversation(True),
 }
 
 print(json.dumps(SCENARIOS[SCENARIO]()))

@@ -982,3 +982,98 @@ fn an_untrusted_file_sends_no_request_and_config_trust_lets_it() {
     let output = cli(&dirs.cwd, &["context", "--session", "s"]);
     assert_eq!(output.status.code(), Some(78), "{}", stderr(&output));
 }
+
+/// `[[upstreams]]`: the gateway's servers by model, checked with the key and
+/// line at fault, shown by `config show` so that its text loads back, and
+/// their endpoints and key variables need trust like the provider's.
+#[test]
+fn upstreams_are_read_checked_shown_and_need_trust() {
+    const UPSTREAMS: &str = "[[upstreams]]
+name = \"local\"
+kind = \"openai\"
+base_url = \"http://127.0.0.1:8080/v1\"
+api_key_env = \"\"
+models = [\"smollm2\", \"qwen*\"]
+default = true
+
+[[upstreams]]
+name = \"claude\"
+kind = \"anthropic\"
+models = [\"claude-*\"]
+model = \"claude-sonnet-4-5\"
+timeout_secs = 30
+";
+    let dirs = Dirs::new();
+    dirs.local(UPSTREAMS);
+    let s = dirs.load(&[]).unwrap();
+    assert_eq!(s.upstreams.len(), 2);
+    let local = &s.upstreams[0];
+    assert_eq!(local.name, "local");
+    assert!(local.default);
+    assert_eq!(
+        local.provider.model, "smollm2",
+        "the first name is its model"
+    );
+    assert_eq!(local.provider.api_key_env, None);
+    let claude = &s.upstreams[1];
+    assert_eq!(claude.provider.kind, ProviderKind::Anthropic);
+    assert_eq!(claude.provider.base_url, "https://api.anthropic.com");
+    assert_eq!(
+        claude.provider.api_key_env.as_deref(),
+        Some("ANTHROPIC_API_KEY")
+    );
+    assert_eq!(claude.provider.timeout, Duration::from_secs(30));
+    assert!(!claude.default);
+
+    let text = s.show();
+    let again_dirs = Dirs::new();
+    again_dirs.local(&text);
+    let again = again_dirs
+        .load(&[])
+        .unwrap_or_else(|e| panic!("{e:#}\n{text}"));
+    assert_eq!(again.upstreams, s.upstreams, "{text}");
+
+    for (text, key, says) in [
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = []\n",
+            "upstreams[0].models",
+            "needs `models`",
+        ),
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = [\"x\"]\n\n[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = [\"y\"]\n",
+            "upstreams[1].name",
+            "two upstreams are named \"a\"",
+        ),
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = [\"x\"]\ndefault = true\n\n[[upstreams]]\nname = \"b\"\nkind = \"openai\"\nmodels = [\"y\"]\ndefault = true\n",
+            "upstreams[1].default",
+            "both marked default",
+        ),
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = [\"gpt-*\"]\n",
+            "upstreams[0].models",
+            "set `model`",
+        ),
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = [\"x\"]\nbase_url = \"localhost:1\"\n",
+            "upstreams[0].base_url",
+            "http://",
+        ),
+    ] {
+        let path = dirs.local(text);
+        let e = config_error(dirs.load(&[]));
+        assert_eq!(e.key.as_deref(), Some(key), "{text}: {e}");
+        assert_eq!(e.file.as_deref(), Some(path.as_path()), "{e}");
+        assert!(e.line.is_some(), "{e}");
+        assert!(e.message.contains(says), "{text}: {e}");
+    }
+
+    // A cloned project's file choosing an upstream's server or key variable
+    // is refused until trusted.
+    let fresh = Dirs::new();
+    fresh.local_untrusted(UPSTREAMS);
+    let e = config_error(fresh.load(&[]));
+    assert!(e.message.contains("upstreams[0].base_url"), "{e}");
+    assert!(e.message.contains("upstreams[0].api_key_env"), "{e}");
+    assert!(e.message.contains("is not trusted"), "{e}");
+}

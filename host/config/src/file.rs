@@ -38,6 +38,25 @@ pub(super) struct RawFile {
     pub store: RawStore,
     #[serde(default)]
     pub processors: Vec<RawProcessor>,
+    #[serde(default)]
+    pub upstreams: Vec<RawUpstream>,
+}
+
+/// One `[[upstreams]]` entry: a server the gateway sends the requests for
+/// some models to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub name: String,
+    pub kind: Choice<ProviderKind>,
+    pub models: Vec<String>,
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    pub default: Option<bool>,
+    pub max_tokens: Option<u32>,
+    pub max_tokens_field: Option<Choice<MaxTokensField>>,
+    pub timeout_secs: Option<u64>,
 }
 
 /// `[context]`: the budget, summarization, doom loops, truncation.

@@ -31,7 +31,8 @@
 //! The keys of it that choose where requests go, which secret is sent, where
 //! sessions are written or which folders a processor reads
 //! (`provider.base_url`, `provider.api_key_env`, `store.path`,
-//! `processors[].allow_dirs`) are honoured only when the [`TrustList`]
+//! `processors[].allow_dirs`, `upstreams[].base_url`,
+//! `upstreams[].api_key_env`) are honoured only when the [`TrustList`]
 //! trusts the file's path and content (`agent-host config trust`);
 //! otherwise loading fails with a [`ConfigError`] naming the file and the
 //! keys. No file names a processor crate to build: building runs native
@@ -64,6 +65,14 @@
 //!
 //! [store]
 //! path = ".agent-host"                # or "sqlite:sessions.db"; relative to the working directory
+//!
+//! [[upstreams]]                       # the gateway's servers, picked by a request's model
+//! name = "local"
+//! kind = "openai"                     # the upstream's wire; Responses clients are translated
+//! base_url = "http://localhost:8080/v1"
+//! api_key_env = ""
+//! models = ["smollm2", "qwen*"]       # names, or prefixes ending in `*`
+//! default = true                      # takes the models no upstream lists
 //!
 //! [[processors]]
 //! path = "target/processors/redact-secrets.wasm"   # relative to this file's folder
@@ -563,6 +572,9 @@ pub struct Settings {
     pub store: String,
     /// The processors to run, in order.
     pub processors: Vec<ProcessorSettings>,
+    /// The gateway's upstreams (`[[upstreams]]`), chosen by a request's
+    /// model; empty means the provider, for every model.
+    pub upstreams: Vec<UpstreamSettings>,
     /// The configuration file that was read, if any.
     pub file: Option<PathBuf>,
     found_by: Option<FoundBy>,
@@ -571,6 +583,21 @@ pub struct Settings {
     /// The trust check of a file in the working directory (see
     /// [`TrustList`]).
     trust: trust::TrustCheck,
+}
+
+/// One `[[upstreams]]` entry: a server the gateway (`agent-host serve`)
+/// sends the requests for some models to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpstreamSettings {
+    /// Its name, in request records and on the content only it can read.
+    pub name: String,
+    /// Its wire, server, key variable and the model sent when a request
+    /// names none.
+    pub provider: ProviderSettings,
+    /// The models it serves: names, or prefixes ending in `*`.
+    pub models: Vec<String>,
+    /// Whether a request for a model no upstream lists goes to it.
+    pub default: bool,
 }
 
 /// The shape of [`Settings::load_with`].
@@ -700,6 +727,7 @@ impl Settings {
         );
         let processors = merge.processors(raw);
         merge.check(&context, provider.as_ref(), &store, &processors)?;
+        let upstreams = merge.upstreams(raw)?;
         let trust = match (&found, &doc) {
             (Some(found), Some(doc)) if found.found_by == FoundBy::WorkingDir => {
                 trust::check(doc, &merge.sources, user_config_dir)?
@@ -712,6 +740,7 @@ impl Settings {
             provider,
             store,
             processors,
+            upstreams,
             file: found.as_ref().map(|f| f.path.clone()),
             found_by: found.map(|f| f.found_by),
             sources: merge.sources,

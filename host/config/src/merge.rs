@@ -246,6 +246,115 @@ impl Merge<'_> {
         }))
     }
 
+    /// The `[[upstreams]]` of the file, checked: names unique and not
+    /// empty, each with models, an http(s) base URL, at most one default.
+    pub(super) fn upstreams(
+        &mut self,
+        raw: &RawFile,
+    ) -> Result<Vec<crate::UpstreamSettings>, ConfigError> {
+        let mut out: Vec<crate::UpstreamSettings> = Vec::new();
+        for (i, u) in raw.upstreams.iter().enumerate() {
+            let key = |field: &str| format!("upstreams[{i}].{field}");
+            let kind = self.file_or(&key("kind"), Some(u.kind.0), ProviderKind::OpenAi);
+            let defaults = ProviderSettings::new(kind, String::new());
+            let name = self.file_or(&key("name"), Some(u.name.clone()), String::new());
+            let models = self.file_or(&key("models"), Some(u.models.clone()), Vec::new());
+            if name.trim().is_empty() {
+                return Err(self.error(&key("name"), "an upstream needs a name".to_owned()));
+            }
+            if out.iter().any(|o| o.name == name) {
+                return Err(self.error(
+                    &key("name"),
+                    format!("two upstreams are named {name:?}; each needs its own name"),
+                ));
+            }
+            if models.is_empty() || models.iter().any(|m| m.is_empty() || m == "*") {
+                return Err(self.error(
+                    &key("models"),
+                    format!(
+                        "the upstream {name:?} needs `models`: names, or prefixes ending in `*` (`gpt-*`), none empty; mark one upstream `default = true` for every other model"
+                    ),
+                ));
+            }
+            let first = models.iter().find(|m| !m.ends_with('*')).cloned();
+            let model = self.file_or(&key("model"), u.model.clone().or(first), String::new());
+            if model.is_empty() {
+                return Err(self.error(
+                    &key("models"),
+                    format!(
+                        "the upstream {name:?} lists only prefixes: set `model`, the model it is sent when a request names none"
+                    ),
+                ));
+            }
+            let base_url = self.file_or(
+                &key("base_url"),
+                u.base_url.clone(),
+                defaults.base_url.clone(),
+            );
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                return Err(self.error(
+                    &key("base_url"),
+                    format!(
+                        "`{}` = {base_url:?} must start with http:// or https://",
+                        key("base_url")
+                    ),
+                ));
+            }
+            let api_key_env = self.file_or(
+                &key("api_key_env"),
+                u.api_key_env.clone(),
+                defaults.api_key_env.clone().unwrap_or_default(),
+            );
+            let default = self.file_or(&key("default"), u.default, false);
+            if default && let Some(other) = out.iter().find(|o| o.default) {
+                return Err(self.error(
+                    &key("default"),
+                    format!(
+                        "the upstreams {:?} and {name:?} are both marked default; at most one may be",
+                        other.name
+                    ),
+                ));
+            }
+            let max_tokens = self.file_or(&key("max_tokens"), u.max_tokens, defaults.max_tokens);
+            let max_tokens_field = self.file_or(
+                &key("max_tokens_field"),
+                u.max_tokens_field.map(|c| c.0),
+                defaults.max_tokens_field,
+            );
+            let timeout = self.file_or(
+                &key("timeout_secs"),
+                u.timeout_secs.map(Duration::from_secs),
+                defaults.timeout,
+            );
+            if max_tokens == 0 || timeout.is_zero() {
+                return Err(self.error(
+                    &key(if max_tokens == 0 {
+                        "max_tokens"
+                    } else {
+                        "timeout_secs"
+                    }),
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            out.push(crate::UpstreamSettings {
+                name,
+                models,
+                default,
+                provider: ProviderSettings {
+                    kind,
+                    base_url,
+                    model,
+                    api_key_env: Some(api_key_env).filter(|v| !v.is_empty()),
+                    max_tokens,
+                    max_tokens_field,
+                    timeout,
+                    ..defaults
+                },
+            });
+        }
+        Ok(out)
+    }
+
     pub(super) fn context(
         &mut self,
         raw: &RawFile,

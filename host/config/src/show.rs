@@ -164,6 +164,33 @@ impl Settings {
             }
             entries.extend(items);
         }
+        for (i, upstream) in self.upstreams.iter().enumerate() {
+            let p = &upstream.provider;
+            let mut items = vec![
+                Entry::new("upstreams", "name", upstream.name.as_str()),
+                Entry::new("upstreams", "kind", p.kind.name()),
+                Entry::new(
+                    "upstreams",
+                    "models",
+                    toml::Value::Array(upstream.models.iter().map(|m| m.as_str().into()).collect()),
+                ),
+                Entry::new("upstreams", "model", p.model.as_str()),
+                Entry::new("upstreams", "base_url", p.base_url.as_str()),
+                Entry::new(
+                    "upstreams",
+                    "api_key_env",
+                    p.api_key_env.clone().unwrap_or_default(),
+                ),
+                Entry::new("upstreams", "default", upstream.default),
+                Entry::new("upstreams", "max_tokens", int(p.max_tokens)),
+                Entry::new("upstreams", "max_tokens_field", p.max_tokens_field.name()),
+                Entry::new("upstreams", "timeout_secs", int(p.timeout.as_secs())),
+            ];
+            for item in &mut items {
+                item.index = Some(i);
+            }
+            entries.extend(items);
+        }
         entries
     }
 

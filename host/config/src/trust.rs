@@ -38,7 +38,8 @@ const MAX_TRUST_FILE: u64 = 4 << 20;
 
 /// The keys a configuration file sets that need trust, with their values
 /// as written (paths unresolved): `provider.base_url`,
-/// `provider.api_key_env`, `store.path` and every `processors[i].allow_dirs`.
+/// `provider.api_key_env`, `store.path`, every `processors[i].allow_dirs`
+/// and every `upstreams[i].base_url` and `upstreams[i].api_key_env`.
 pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
     let mut keys = Vec::new();
     if let Some(p) = &raw.provider {
@@ -51,6 +52,14 @@ pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
     }
     if let Some(path) = &raw.store.path {
         keys.push(("store.path".to_owned(), format!("{path:?}")));
+    }
+    for (i, u) in raw.upstreams.iter().enumerate() {
+        if let Some(url) = &u.base_url {
+            keys.push((format!("upstreams[{i}].base_url"), format!("{url:?}")));
+        }
+        if let Some(var) = &u.api_key_env {
+            keys.push((format!("upstreams[{i}].api_key_env"), format!("{var:?}")));
+        }
     }
     for (i, p) in raw.processors.iter().enumerate() {
         if let Some(dirs) = &p.allow_dirs {

@@ -58,7 +58,7 @@ impl Engine {
     pub async fn exchange(
         &self,
         session: SessionRef,
-        mut client: Vec<Message>,
+        client: Vec<Message>,
         channel: &str,
         chain: Option<ProcessorChain>,
         trace: bool,
@@ -69,7 +69,6 @@ impl Engine {
                 "the request has no messages: there is nothing to send".to_owned(),
             ));
         }
-        let now = Utc::now();
         let loaded = self.load_or_new(session.clone()).await?;
         // After a checkpoint the log read for the view is its tail; the
         // client's history is compared with the whole of it.
@@ -95,6 +94,66 @@ impl Engine {
             }
         };
         drop(whole);
+        self.exchange_from(
+            session, loaded, client, known, channel, chain, trace, observer,
+        )
+        .await
+    }
+
+    /// Like [`Engine::exchange`], for a client that sends only what is new
+    /// (an OpenAI Responses client continuing from its previous response):
+    /// every message of `new` is appended to `session`'s log, after
+    /// `leading` (the client's system instructions) unless the log holds a
+    /// system message of the same text already. Nothing is reconciled, so
+    /// the answer is always [`Exchange::Ready`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn exchange_appending(
+        &self,
+        session: SessionRef,
+        leading: Option<Message>,
+        new: Vec<Message>,
+        channel: &str,
+        chain: Option<ProcessorChain>,
+        trace: bool,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Exchange> {
+        if new.is_empty() {
+            return Err(EngineError::InvalidInput(
+                "the request has no new messages: there is nothing to send".to_owned(),
+            ));
+        }
+        let loaded = self.load_or_new(session.clone()).await?;
+        let mut client = Vec::with_capacity(new.len() + 1);
+        if let Some(leading) = leading {
+            let text = leading.text();
+            let known = loaded
+                .log
+                .iter()
+                .any(|m| m.role == leading.role && !m.summary && m.text() == text);
+            if !known {
+                client.push(leading);
+            }
+        }
+        client.extend(new);
+        self.exchange_from(session, loaded, client, 0, channel, chain, trace, observer)
+            .await
+    }
+
+    /// The rest of an exchange once the client's first `known` messages
+    /// are found in the log.
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange_from(
+        &self,
+        session: SessionRef,
+        loaded: crate::Loaded,
+        mut client: Vec<Message>,
+        known: usize,
+        channel: &str,
+        chain: Option<ProcessorChain>,
+        trace: bool,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Exchange> {
+        let now = Utc::now();
         let agent = agent_of(Some(&session), loaded.meta.as_ref(), &self.inner.config);
         let mut appended = client.split_off(known);
         for m in &mut appended {

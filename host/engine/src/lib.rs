@@ -355,7 +355,7 @@ impl std::fmt::Debug for Engine {
 }
 
 /// The log a view is made from, and where it stands.
-struct Loaded {
+pub(crate) struct Loaded {
     meta: Option<SessionMeta>,
     log: Vec<Message>,
     checkpoint: Option<Checkpoint>,

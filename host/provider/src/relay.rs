@@ -71,6 +71,9 @@ pub struct RelayStream {
     streamed: usize,
     failed: Option<ProviderError>,
     ended: bool,
+    /// What the decoder read so far and nobody took yet (see
+    /// [`RelayStream::take_events`]).
+    decoded: Vec<StreamEvent>,
 }
 
 impl std::fmt::Debug for RelayStream {
@@ -88,11 +91,11 @@ enum AnyDecoder {
 }
 
 impl AnyDecoder {
-    fn event(&mut self, event: sse::Event) -> Result<(), StreamError> {
-        let mut ignore = |_: StreamEvent| {};
+    fn event(&mut self, event: sse::Event, out: &mut Vec<StreamEvent>) -> Result<(), StreamError> {
+        let mut keep = |e: StreamEvent| out.push(e);
         match self {
-            AnyDecoder::OpenAi(d) => d.event(event, &mut ignore),
-            AnyDecoder::Anthropic(d) => d.event(event, &mut ignore),
+            AnyDecoder::OpenAi(d) => d.event(event, &mut keep),
+            AnyDecoder::Anthropic(d) => d.event(event, &mut keep),
         }
     }
 
@@ -166,7 +169,7 @@ impl RelayStream {
             if self.failed.is_some() || self.decoder.is_done() {
                 continue;
             }
-            if let Err(e) = self.decoder.event(event) {
+            if let Err(e) = self.decoder.event(event, &mut self.decoded) {
                 self.failed = Some(match e {
                     StreamError::Malformed(m) => ProviderError::Malformed(m),
                     StreamError::Api(api) => ProviderError::Status {
@@ -177,6 +180,14 @@ impl RelayStream {
                 });
             }
         }
+    }
+
+    /// The pieces of the answer read from the bytes [`RelayStream::next`]
+    /// gave so far (text, reasoning, the start of a tool call), each once:
+    /// for a caller that answers its client in another wire than the
+    /// upstream's.
+    pub fn take_events(&mut self) -> Vec<StreamEvent> {
+        std::mem::take(&mut self.decoded)
     }
 
     /// Whether the answer's end marker went through: the client has the
@@ -303,6 +314,7 @@ impl Provider {
                 streamed: 0,
                 failed: None,
                 ended: false,
+                decoded: Vec::new(),
             }));
         }
         let (body, cut) = tokio::time::timeout(

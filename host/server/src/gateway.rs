@@ -1,24 +1,36 @@
-//! The gateway: OpenAI Chat Completions (`POST /v1/chat/completions`) and
-//! Anthropic Messages (`POST /v1/messages`) in front of the configured
-//! provider, so that an agent gets sessions, compaction and sandboxed
+//! The gateway: OpenAI Chat Completions (`POST /v1/chat/completions`),
+//! Anthropic Messages (`POST /v1/messages`) and OpenAI Responses (`POST
+//! /v1/responses`, see `gateway/responses.rs`) in front of the configured
+//! upstreams, so that an agent gets sessions, compaction and sandboxed
 //! processors by changing its `base_url`.
 //!
 //! A request goes through these steps:
 //!
+//! 0. **Its upstream** is the one its `model` picks ([`Upstream`]: by name,
+//!    by prefix, else the default; the engine's provider when none are
+//!    configured). Chat Completions and Messages go to an upstream of their
+//!    own wire; Responses to either, translated.
 //! 1. **Its session** is found, in this order: the `x-session-id` header
 //!    (or `x-agent-host-session`), the body's `prompt_cache_key`, its
-//!    `user` (Anthropic: `metadata.user_id`), and last a fingerprint of its
-//!    leading messages (the system prompt and the first user message), so a
-//!    client that resends its whole history stays in one session.
+//!    `user` (Anthropic: `metadata.user_id`), the Responses ids (the
+//!    session `previous_response_id` was answered in, or the
+//!    `conversation`), and last a fingerprint of its leading messages (the
+//!    system prompt and the first user message), so a client that resends
+//!    its whole history stays in one session.
 //! 2. **Its messages are reconciled** with the stored log
 //!    ([`agent_host_core::reconcile`]): the ones not stored yet are
 //!    appended; a client that rewrote or rewound its history goes to a
 //!    branch (the key `KEY~FINGERPRINT`), never onto a log it no longer has.
+//!    A Responses request that continues a response or a conversation sends
+//!    only what is new: all of it is appended.
 //! 3. **The view is prepared** as for a turn: the pipeline fits the window
 //!    (budget, pruning, a summary checkpoint, truncation), then the
 //!    processors run in the sandbox.
 //! 4. **The request goes upstream** as the client wrote it, its messages
-//!    replaced by the view (and the model kept). The answer comes back as
+//!    replaced by the view (and the model kept), less what only another
+//!    upstream can read (signed or encrypted reasoning, compaction items,
+//!    marked with the upstream that made them; the record's `notes` say
+//!    what was left out). The answer comes back as
 //!    the upstream sent it (a stream piece by piece), and is stored when it
 //!    ended whole: a client that hangs up drops the upstream request and
 //!    stores no half answer. An upstream error is passed on with its status
@@ -80,10 +92,13 @@ const MAX_BRANCHES: usize = 4;
 /// The headers of a client passed upstream.
 const FORWARDED_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
 
+pub(crate) mod responses;
+
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/responses", post(responses_route))
         .route("/v1/models", get(models))
         .route("/v1/sessions/{session}/requests", get(list_records))
         .route("/v1/sessions/{session}/requests/{n}", get(record))
@@ -97,20 +112,25 @@ pub enum Wire {
     ChatCompletions,
     /// Anthropic Messages.
     AnthropicMessages,
+    /// OpenAI Responses, translated to the upstream's wire.
+    Responses,
 }
 
 impl Wire {
-    fn provider(self) -> ProviderKind {
+    /// The upstream wire this one is relayed to as it is; `None` when it
+    /// is translated to any.
+    fn provider(self) -> Option<ProviderKind> {
         match self {
-            Wire::ChatCompletions => ProviderKind::OpenAi,
-            Wire::AnthropicMessages => ProviderKind::Anthropic,
+            Wire::ChatCompletions => Some(ProviderKind::OpenAi),
+            Wire::AnthropicMessages => Some(ProviderKind::Anthropic),
+            Wire::Responses => None,
         }
     }
 
     /// An error in the shape this wire's SDKs read.
     fn error(self, status: StatusCode, kind: &str, message: &str) -> Response {
         let body = match self {
-            Wire::ChatCompletions => json!({
+            Wire::ChatCompletions | Wire::Responses => json!({
                 "error": {"message": message, "type": kind, "param": null, "code": null}
             }),
             Wire::AnthropicMessages => json!({
@@ -128,9 +148,10 @@ impl Wire {
             (_, 403) => "permission_error",
             (_, 404) => "not_found_error",
             (Wire::AnthropicMessages, 429) => "rate_limit_error",
-            (Wire::ChatCompletions, 429) => "rate_limit_exceeded",
+            (Wire::ChatCompletions | Wire::Responses, 409) => "conflict",
+            (Wire::ChatCompletions | Wire::Responses, 429) => "rate_limit_exceeded",
             (Wire::AnthropicMessages, _) => "api_error",
-            (Wire::ChatCompletions, _) => "server_error",
+            (Wire::ChatCompletions | Wire::Responses, _) => "server_error",
         };
         self.error(status, kind, &e.message)
     }
@@ -151,7 +172,7 @@ pub struct RequestRecord {
     /// Whether the answer was streamed.
     pub stream: bool,
     /// How the session was found: `header`, `prompt_cache_key`, `user`,
-    /// `fingerprint`.
+    /// `previous_response_id`, `conversation`, `fingerprint`.
     pub identified_by: String,
     /// The session key.
     pub key: String,
@@ -192,6 +213,13 @@ pub struct RequestRecord {
     pub outcome: String,
     /// What went wrong, when something did.
     pub error: Option<String>,
+    /// The upstream the request went to (see [`Upstream`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// What the gateway left out of the request, and why (content only
+    /// another upstream can read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A request record as the dashboard lists it.
@@ -239,11 +267,20 @@ impl Wire {
         match self {
             Wire::ChatCompletions => "Chat Completions",
             Wire::AnthropicMessages => "Anthropic Messages",
+            Wire::Responses => "OpenAI Responses",
         }
     }
 }
 
-async fn chat_completions(
+/// `POST /v1/chat/completions`: OpenAI Chat Completions through the gateway.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "gateway",
+    request_body(content = Object, content_type = "application/json",
+        description = "An OpenAI Chat Completions request (`model`, `messages`, `tools`, `stream`, ...). Its session: the `x-session-id` (or `x-agent-host-session`) header, `prompt_cache_key`, `user`, else a fingerprint of its leading messages."),
+    responses(
+        (status = 200, description = "The upstream's answer as it sent it (JSON, or server-sent events with `stream`); headers `x-agent-host-session`, `x-agent-host-request` and the pipeline's `x-agent-host-*`", body = Object),
+        (status = 400, description = "A bad request, in OpenAI's error shape", body = Object),
+        (status = 502, description = "The upstream failed", body = Object)))]
+pub(crate) async fn chat_completions(
     State(state): State<Shared>,
     headers: HeaderMap,
     body: Bytes,
@@ -251,16 +288,202 @@ async fn chat_completions(
     relay(state, Wire::ChatCompletions, headers, body).await
 }
 
-async fn messages(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+/// `POST /v1/messages`: Anthropic Messages through the gateway.
+#[utoipa::path(post, path = "/v1/messages", tag = "gateway",
+    request_body(content = Object, content_type = "application/json",
+        description = "An Anthropic Messages request (`model`, `max_tokens`, `system`, `messages`, `tools`, `stream`, ...). Its session: the `x-session-id` header, `metadata.user_id`, else a fingerprint."),
+    responses(
+        (status = 200, description = "The upstream's answer as it sent it (JSON, or server-sent events with `stream`)", body = Object),
+        (status = 400, description = "A bad request, in Anthropic's error shape", body = Object),
+        (status = 502, description = "The upstream failed", body = Object)))]
+pub(crate) async fn messages(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     relay(state, Wire::AnthropicMessages, headers, body).await
 }
 
-/// `GET /v1/models`: the configured model, in the shape of the wire the
+/// `POST /v1/responses`: OpenAI Responses through the gateway, translated
+/// to the upstream's wire.
+#[utoipa::path(post, path = "/v1/responses", tag = "gateway",
+    request_body(content = Object, content_type = "application/json",
+        description = "An OpenAI Responses request: `input` (a string or items: messages, `function_call`, `function_call_output`, `reasoning`), `instructions`, function `tools`, `previous_response_id` or `conversation` (which name the session the input is appended to), `stream`. Else its session: the `x-session-id` header, `prompt_cache_key`, `user`, a fingerprint."),
+    responses(
+        (status = 200, description = "A Responses object (`resp_...`, `output`, `usage`), or with `stream` its server-sent events (`response.created` ... `response.completed`)", body = Object),
+        (status = 400, description = "A bad request, naming the field and the item's index", body = Object),
+        (status = 409, description = "`previous_response_id` is not the newest response of its session", body = Object),
+        (status = 502, description = "The upstream failed", body = Object)))]
+pub(crate) async fn responses_route(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    relay(state, Wire::Responses, headers, body).await
+}
+
+/// One upstream the gateway may send a request to.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// Its name: in request records, and on the content only it can read
+    /// (reasoning signatures, encrypted reasoning, compaction items), which
+    /// no other upstream is sent.
+    pub name: String,
+    /// The provider: its wire, base URL, key and default model.
+    pub provider: agent_host_provider::Provider,
+    /// The models it serves: a name, or a prefix ending in `*` (`gpt-*`).
+    pub models: Vec<String>,
+    /// Whether a request whose model no upstream lists goes here.
+    pub default: bool,
+}
+
+/// The upstreams, and which one a model picks.
+pub(crate) struct Upstreams {
+    list: Vec<Upstream>,
+}
+
+/// The name of the upstream the engine's own provider makes when none is
+/// configured.
+pub const DEFAULT_UPSTREAM: &str = "default";
+
+impl Upstreams {
+    /// The configured upstreams, or the engine's provider as the one.
+    pub(crate) fn new(
+        engine: &agent_host_engine::Engine,
+        configured: &[Upstream],
+    ) -> anyhow::Result<Upstreams> {
+        if configured.is_empty() {
+            let list = engine
+                .provider()
+                .map(|provider| Upstream {
+                    name: DEFAULT_UPSTREAM.to_owned(),
+                    provider: provider.clone(),
+                    models: Vec::new(),
+                    default: true,
+                })
+                .into_iter()
+                .collect();
+            return Ok(Upstreams { list });
+        }
+        let mut names = std::collections::HashSet::new();
+        for upstream in configured {
+            anyhow::ensure!(
+                !upstream.name.is_empty(),
+                "an upstream has an empty name; give each a name"
+            );
+            anyhow::ensure!(
+                names.insert(upstream.name.as_str()),
+                "two upstreams are named {:?}; each needs its own name",
+                upstream.name
+            );
+        }
+        let defaults: Vec<&str> = configured
+            .iter()
+            .filter(|u| u.default)
+            .map(|u| u.name.as_str())
+            .collect();
+        anyhow::ensure!(
+            defaults.len() <= 1,
+            "upstreams {defaults:?} are each marked default; at most one may be"
+        );
+        Ok(Upstreams {
+            list: configured.to_vec(),
+        })
+    }
+
+    /// The upstream for `model`: the one listing it by name, else the one
+    /// with the longest prefix of it, else the default; with a single
+    /// upstream, that one.
+    fn pick(&self, model: Option<&str>) -> Result<&Upstream, (StatusCode, String)> {
+        match self.list.as_slice() {
+            [] => {
+                return Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the gateway has no upstream: configure [provider] (kind, base_url, model) or [[upstreams]] in agent-host.toml, or start `agent-host serve` with --provider and --model".to_owned(),
+                ));
+            }
+            [one] => return Ok(one),
+            _ => {}
+        }
+        if let Some(model) = model {
+            if let Some(exact) = self
+                .list
+                .iter()
+                .find(|u| u.models.iter().any(|m| m == model))
+            {
+                return Ok(exact);
+            }
+            let prefixed = self
+                .list
+                .iter()
+                .filter_map(|u| {
+                    let longest = u
+                        .models
+                        .iter()
+                        .filter_map(|m| m.strip_suffix('*'))
+                        .filter(|prefix| model.starts_with(prefix))
+                        .map(str::len)
+                        .max()?;
+                    Some((longest, u))
+                })
+                .max_by_key(|(len, _)| *len);
+            if let Some((_, upstream)) = prefixed {
+                return Ok(upstream);
+            }
+        }
+        if let Some(default) = self.list.iter().find(|u| u.default) {
+            return Ok(default);
+        }
+        let served: Vec<String> = self
+            .list
+            .iter()
+            .map(|u| format!("{} ({})", u.name, u.models.join(", ")))
+            .collect();
+        Err((
+            StatusCode::BAD_REQUEST,
+            match model {
+                Some(model) => format!(
+                    "no upstream serves the model {model:?}, and none is the default; the upstreams serve: {}",
+                    served.join("; ")
+                ),
+                None => format!(
+                    "the request names no `model`, and no upstream is the default; the upstreams serve: {}",
+                    served.join("; ")
+                ),
+            },
+        ))
+    }
+
+    /// Every model named (not prefixes), the upstreams' default models
+    /// first.
+    fn models(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for upstream in &self.list {
+            let names = std::iter::once(upstream.provider.settings().model.as_str()).chain(
+                upstream
+                    .models
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|m| !m.ends_with('*')),
+            );
+            for name in names {
+                if !out.iter().any(|o| o == name) {
+                    out.push(name.to_owned());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `GET /v1/models`: the configured models, in the shape of the wire the
 /// client speaks (Anthropic's SDKs send `anthropic-version`).
-async fn models(State(state): State<Shared>, headers: HeaderMap) -> Response {
-    let model = state.engine.provider().map(|p| p.settings().model.clone());
+#[utoipa::path(get, path = "/v1/models", tag = "gateway",
+    responses((status = 200, description = "The models the upstreams serve: OpenAI's list shape, or Anthropic's with the `anthropic-version` header", body = Object)))]
+pub(crate) async fn models(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    let models = state.upstreams.models();
     let anthropic = headers.contains_key("anthropic-version");
-    let data: Vec<Value> = model
+    let data: Vec<Value> = models
         .iter()
         .map(|id| {
             if anthropic {
@@ -272,7 +495,7 @@ async fn models(State(state): State<Shared>, headers: HeaderMap) -> Response {
         })
         .collect();
     let body = if anthropic {
-        json!({"data": data, "has_more": false, "first_id": model, "last_id": model})
+        json!({"data": data, "has_more": false, "first_id": models.first(), "last_id": models.last()})
     } else {
         json!({"object": "list", "data": data})
     };
@@ -313,6 +536,8 @@ struct Asked {
     messages: Vec<Message>,
     stream: bool,
     model: Option<String>,
+    /// A Responses request's own fields.
+    responses: Option<responses::Ask>,
 }
 
 fn read_request(wire: Wire, bytes: &[u8]) -> Result<Asked, String> {
@@ -336,8 +561,21 @@ fn read_request(wire: Wire, bytes: &[u8]) -> Result<Asked, String> {
         Some(Value::String(m)) => Some(m.clone()),
         Some(_) => return Err("`model` must be a string".to_owned()),
     };
+    if wire == Wire::Responses {
+        let (messages, ask) = responses::read(&body)?;
+        return Ok(Asked {
+            body,
+            messages,
+            stream,
+            model,
+            responses: Some(ask),
+        });
+    }
     let messages = match (wire, body.get("messages")) {
         (_, None) => return Err("`messages` is missing".to_owned()),
+        (Wire::Responses, Some(_)) => {
+            return Err("a Responses request has `input`, not `messages`".to_owned());
+        }
         (_, Some(m)) if !m.is_array() => return Err("`messages` must be an array".to_owned()),
         (Wire::ChatCompletions, Some(m)) => openai::from_value(m.clone()),
         (Wire::AnthropicMessages, Some(m)) => {
@@ -358,6 +596,7 @@ fn read_request(wire: Wire, bytes: &[u8]) -> Result<Asked, String> {
         messages,
         stream,
         model,
+        responses: None,
     })
 }
 
@@ -414,12 +653,49 @@ fn identify(
     } else if let Some(key) = field(&["prompt_cache_key"]) {
         (key, "prompt_cache_key")
     } else if let Some(key) = match wire {
-        Wire::ChatCompletions => field(&["user"]),
+        Wire::ChatCompletions | Wire::Responses => field(&["user"]),
         Wire::AnthropicMessages => field(&["metadata", "user_id"]),
     } {
         (key, "user")
+    } else if let Some(session) = asked
+        .responses
+        .as_ref()
+        .and_then(|a| a.previous.as_deref())
+        .and_then(responses::session_of)
+    {
+        (session.to_string(), "previous_response_id")
+    } else if let Some(conversation) = asked
+        .responses
+        .as_ref()
+        .and_then(|a| a.conversation.clone())
+    {
+        (conversation, "conversation")
     } else if anonymous == Anonymous::Fingerprint {
-        (leading_fingerprint(&asked.messages), "fingerprint")
+        let leading = asked.responses.as_ref().and_then(|a| a.leading.clone());
+        let key = match leading {
+            // A Responses client's instructions are its system prompt.
+            Some(leading) => {
+                let mut messages = Vec::with_capacity(2);
+                messages.push(leading);
+                messages.extend(
+                    asked
+                        .messages
+                        .iter()
+                        .take_while(|m| m.role != Role::User)
+                        .cloned(),
+                );
+                messages.extend(
+                    asked
+                        .messages
+                        .iter()
+                        .find(|m| m.role == Role::User)
+                        .cloned(),
+                );
+                leading_fingerprint(&messages)
+            }
+            None => leading_fingerprint(&asked.messages),
+        };
+        (key, "fingerprint")
     } else {
         return Ok(None);
     };
@@ -456,45 +732,99 @@ fn branch_key(key: &str, messages: &[Message], at: usize) -> String {
 
 /// One request, whole.
 async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> Response {
-    let Some(provider) = state.engine.provider().cloned() else {
-        return wire.error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "api_error",
-            "the gateway has no upstream: configure [provider] (kind, base_url, model) in agent-host.toml, or start `agent-host serve` with --provider and --model",
-        );
+    let asked = match read_request(wire, &bytes) {
+        Ok(asked) => asked,
+        Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
     };
-    if provider.settings().kind != wire.provider() {
+    let upstream = match state.upstreams.pick(asked.model.as_deref()) {
+        Ok(upstream) => upstream.clone(),
+        Err((status, e)) => {
+            let kind = if status == StatusCode::BAD_REQUEST {
+                "invalid_request_error"
+            } else {
+                "api_error"
+            };
+            return wire.error(status, kind, &e);
+        }
+    };
+    let kind = upstream.provider.settings().kind;
+    if wire.provider().is_some_and(|wanted| wanted != kind) {
         return wire.error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             &format!(
-                "this gateway's upstream speaks the {} wire; send {} requests to it (translating between the wires is not supported yet)",
-                provider.settings().kind,
-                match provider.settings().kind {
+                "the upstream {:?} speaks the {kind} wire; send it {} requests, or OpenAI Responses (POST /v1/responses), which the gateway translates",
+                upstream.name,
+                match kind {
                     ProviderKind::OpenAi => "Chat Completions (POST /v1/chat/completions)",
                     ProviderKind::Anthropic => "Anthropic Messages (POST /v1/messages)",
                 }
             ),
         );
     }
-    let asked = match read_request(wire, &bytes) {
-        Ok(asked) => asked,
-        Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
-    };
+    let mut asked = asked;
+    // What only this upstream can read is marked as its own, so it never
+    // reaches another (see `without_foreign`).
+    for m in &mut asked.messages {
+        if responses::is_opaque(m) && !m.metadata.contains_key(ORIGIN_KEY) {
+            m.metadata
+                .insert(ORIGIN_KEY.into(), json!({ "upstream": upstream.name }));
+        }
+    }
     let identity = match identify(wire, &headers, &asked, state.config.anonymous) {
         Ok(found) => found,
         Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
     };
     let outgoing = match identity {
         Some((key, identified_by)) => {
-            prepare(&state, wire, &headers, asked, key, identified_by).await
+            prepare(&state, wire, &headers, asked, &upstream, key, identified_by).await
         }
-        None => pass_through(&state, wire, &headers, asked).await,
+        None => pass_through(&state, wire, &headers, asked, &upstream).await,
     };
     match outgoing {
-        Ok(outgoing) => send(state, provider, outgoing).await,
+        Ok(outgoing) => send(state, upstream.provider, outgoing).await,
         Err(e) => wire.api_error(&e),
     }
+}
+
+/// The metadata key under which the gateway notes, on a message with
+/// content only its provider can read, which upstream that is
+/// (`{"upstream": NAME}`); the stored answers carry their response id
+/// there too.
+pub const ORIGIN_KEY: &str = "gateway";
+
+/// `view` without what only another upstream than `upstream` can read
+/// (reasoning signatures, encrypted reasoning, compaction items), and a
+/// note for each message it was taken from.
+fn without_foreign(view: Vec<Message>, upstream: &str) -> (Vec<Message>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut out = Vec::with_capacity(view.len());
+    for m in view {
+        let origin = m
+            .metadata
+            .get(ORIGIN_KEY)
+            .and_then(|g| g.get("upstream"))
+            .and_then(Value::as_str);
+        let foreign = origin.is_some_and(|o| o != upstream);
+        if !foreign || !responses::is_opaque(&m) {
+            out.push(m);
+            continue;
+        }
+        let origin = origin.unwrap_or_default().to_owned();
+        let id = m.id.clone();
+        match responses::without_opaque(m) {
+            Some(kept) => {
+                notes.push(format!(
+                    "message {id}: its reasoning signature or encrypted content was made by the upstream {origin:?} and was not sent to {upstream:?}"
+                ));
+                out.push(kept);
+            }
+            None => notes.push(format!(
+                "message {id}: a compaction item made by the upstream {origin:?} was not sent to {upstream:?}"
+            )),
+        }
+    }
+    (out, notes)
 }
 
 /// A request that names no session, with `--anonymous pass-through`: the
@@ -505,16 +835,17 @@ async fn pass_through(
     wire: Wire,
     headers: &HeaderMap,
     asked: Asked,
+    upstream: &Upstream,
 ) -> Result<Outgoing, ApiError> {
+    let mut messages = asked.messages.clone();
+    if let Some(leading) = asked.responses.as_ref().and_then(|a| a.leading.clone()) {
+        messages.insert(0, leading);
+    }
     let prepared = state
         .engine
-        .prepare_detached(
-            asked.messages.clone(),
-            None,
-            Arc::new(agent_host_engine::Quiet),
-        )
+        .prepare_detached(messages, None, Arc::new(agent_host_engine::Quiet))
         .await?;
-    outgoing(state, wire, headers, asked, prepared, None)
+    outgoing(state, wire, headers, asked, upstream, prepared, None)
 }
 
 /// The session locks a request holds until its answer is stored or
@@ -537,6 +868,11 @@ struct Outgoing {
     headers: Vec<(HeaderName, HeaderValue)>,
     /// The client's new messages, stored with the answer.
     pending: Vec<Message>,
+    /// The upstream's name.
+    upstream: String,
+    /// For a Responses client: what its response object says before the
+    /// answer (its id among it).
+    response: Option<responses::Skeleton>,
     _locks: Option<Locks>,
 }
 
@@ -557,11 +893,35 @@ async fn prepare(
     wire: Wire,
     headers: &HeaderMap,
     asked: Asked,
+    upstream: &Upstream,
     key: String,
     identified_by: &'static str,
 ) -> Result<Outgoing, ApiError> {
     let agent = state.engine.config().agent.clone();
+    let previous = asked.responses.as_ref().and_then(|a| a.previous.clone());
     let mut key = key;
+    if identified_by == "previous_response_id" {
+        // The response's session, by the id its response id holds.
+        let unknown = || {
+            ApiError::invalid(
+                "previous_response_id",
+                format!(
+                    "no session holds the response {:?} (was it deleted?)",
+                    previous.as_deref().unwrap_or_default()
+                ),
+            )
+        };
+        let id = Uuid::try_parse(&key).map_err(|_| unknown())?;
+        let meta = crate::routes::blocking(state, move |store| store.get(&SessionRef::Id(id)))
+            .await?
+            .ok_or_else(unknown)?;
+        key = meta.key.ok_or_else(|| {
+            ApiError::invalid(
+                "previous_response_id",
+                format!("the session {id} of that response has no key, so the gateway cannot continue it"),
+            )
+        })?;
+    }
     let mut branched_from = None;
     for _ in 0..=MAX_BRANCHES {
         let new = NewSession::new(agent.clone())
@@ -589,18 +949,51 @@ async fn prepare(
         if let Some(change) = state.index.touch(meta.id, Utc::now()) {
             observe::state_changed(state, &change);
         }
+        if let Some(previous) = &previous
+            && let Some(newest) = state.latest.get(meta.id)
+            && &newest != previous
+        {
+            return Err(ApiError::new(
+                ErrorKind::Conflict,
+                format!(
+                    "`previous_response_id` {previous} is not the newest response of its session ({newest} is); continuing from an older response is not supported: continue from the newest, or send the whole history without previous_response_id"
+                ),
+            ));
+        }
         let observer = observe::observer(state, &view, Some(CHANNEL.to_owned()), None);
-        let exchange = state
-            .engine
-            .exchange(
-                SessionRef::Id(meta.id),
-                asked.messages.clone(),
-                CHANNEL,
-                None,
-                state.config.request_stages,
-                observer,
-            )
-            .await?;
+        let exchange = match asked.responses.as_ref() {
+            Some(ask) if ask.appends() => {
+                state
+                    .engine
+                    .exchange_appending(
+                        SessionRef::Id(meta.id),
+                        ask.leading.clone(),
+                        asked.messages.clone(),
+                        CHANNEL,
+                        None,
+                        state.config.request_stages,
+                        observer,
+                    )
+                    .await?
+            }
+            ask => {
+                let mut messages = asked.messages.clone();
+                if let Some(leading) = ask.and_then(|a| a.leading.clone()) {
+                    messages.insert(0, leading);
+                }
+                state
+                    .engine
+                    .exchange(
+                        SessionRef::Id(meta.id),
+                        messages,
+                        CHANNEL,
+                        None,
+                        state.config.request_stages,
+                        observer,
+                    )
+                    .await?
+            }
+        };
         let ready = match exchange {
             Exchange::Ready(ready) => ready,
             Exchange::Diverged { at } => {
@@ -635,7 +1028,7 @@ async fn prepare(
             branched_from,
             locks: (turn, shared),
         };
-        return outgoing(state, wire, headers, asked, prepared, Some(held));
+        return outgoing(state, wire, headers, asked, upstream, prepared, Some(held));
     }
     Err(ApiError::new(
         ErrorKind::InvalidInput,
@@ -650,16 +1043,33 @@ fn outgoing(
     wire: Wire,
     headers: &HeaderMap,
     asked: Asked,
-    prepared: Prepared,
+    upstream: &Upstream,
+    mut prepared: Prepared,
     held: Option<Held>,
 ) -> Result<Outgoing, ApiError> {
-    let mut body = asked.body;
-    write_view(wire, &mut body, &prepared.view)?;
-    if asked.model.is_none()
-        && let Some(provider) = state.engine.provider()
-    {
-        body.insert("model".into(), json!(provider.settings().model));
+    let (view, notes) = without_foreign(std::mem::take(&mut prepared.view), &upstream.name);
+    prepared.view = view;
+    let settings = upstream.provider.settings();
+    let mut body = match &asked.responses {
+        Some(_) => responses::upstream_body(settings, &asked.body, &prepared.view, asked.stream)
+            .map_err(|e| ApiError::new(ErrorKind::Internal, e))?,
+        None => {
+            let mut body = asked.body;
+            write_view(wire, &mut body, &prepared.view)?;
+            body
+        }
+    };
+    if asked.model.is_none() {
+        body.insert("model".into(), json!(settings.model));
     }
+    let response = asked.responses.as_ref().map(|ask| {
+        let model = asked
+            .model
+            .clone()
+            .unwrap_or_else(|| settings.model.clone());
+        let id = responses::new_id(held.as_ref().map(|h| h.meta.id));
+        responses::Skeleton::new(ask, model, id)
+    });
     if asked.stream && wire == Wire::ChatCompletions {
         // The usage comes only when asked for; it is stored with the answer.
         let options = body.entry("stream_options").or_insert_with(|| json!({}));
@@ -702,6 +1112,7 @@ fn outgoing(
         ("x-agent-host-tokens-after", tokens_after.to_string()),
         ("x-agent-host-summary", summary.to_owned()),
         ("x-agent-host-processors", processor_line),
+        ("x-agent-host-upstream", upstream.name.clone()),
     ];
     let (session, n, pending, locks) = match held {
         None => {
@@ -733,6 +1144,8 @@ fn outgoing(
                 reply: None,
                 outcome: "in_progress".to_owned(),
                 error: None,
+                upstream: Some(upstream.name.clone()),
+                notes,
             };
             let n = state.records.add(held.meta.id, record);
             out_headers.extend([
@@ -767,6 +1180,8 @@ fn outgoing(
         stream: asked.stream,
         forwarded,
         pending,
+        upstream: upstream.name.clone(),
+        response,
         headers: out_headers
             .into_iter()
             .filter_map(|(name, value)| {
@@ -792,6 +1207,12 @@ fn write_view(wire: Wire, body: &mut Map<String, Value>, view: &[Message]) -> Re
                 ApiError::new(ErrorKind::Internal, format!("cannot write the view: {e}"))
             })?;
             body.insert("messages".into(), Value::Array(messages));
+        }
+        Wire::Responses => {
+            return Err(ApiError::new(
+                ErrorKind::Internal,
+                "a Responses request is translated, not written in place",
+            ));
         }
         Wire::AnthropicMessages => {
             let Value::Object(mut request) = anthropic::to_request(view).map_err(written)? else {
@@ -936,16 +1357,24 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
                 outcome: "upstream_error",
                 error: String::from_utf8_lossy(&body).into_owned(),
             };
+            let translated = out.response.is_some();
             persist(&state, out, ended).await;
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            if translated {
+                let body = responses::error_body(&body);
+                return with_headers((status, Json(body)).into_response(), &headers);
+            }
             let mut response = Response::new(Body::from(body));
-            *response.status_mut() =
-                StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            *response.status_mut() = status;
             if let Some(value) = content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
                 response.headers_mut().insert(header::CONTENT_TYPE, value);
             }
             with_headers(response, &headers)
         }
         Relayed::Whole { body, reply } => {
+            if let Some(skeleton) = out.response.clone() {
+                return translate_whole(state, out, skeleton, body, reply, headers).await;
+            }
             let ended = match reply {
                 Ok(reply) => Ended::Answer(Box::new(reply)),
                 Err(e) => Ended::Failed {
@@ -967,44 +1396,118 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
             with_headers(response, &headers)
         }
         Relayed::Stream(upstream) => {
+            let translate = out.response.clone().map(responses::Streamer::new);
             let pieces = futures_util::stream::unfold(
                 Pipe {
                     state,
                     out: Some(out),
                     upstream: Some(upstream),
+                    translate,
                 },
                 |mut pipe| async move {
-                    let upstream = pipe.upstream.as_mut()?;
-                    match upstream.next().await {
-                        Some(Ok(bytes)) => Some((Ok::<_, std::io::Error>(bytes), pipe)),
-                        Some(Err(e)) => {
-                            let ended = Ended::Failed {
-                                status: Some(200),
-                                outcome: "upstream_error",
-                                error: e.to_string(),
-                            };
-                            pipe.end(ended).await;
-                            Some((Err(std::io::Error::other(e.to_string())), pipe))
-                        }
-                        None => {
-                            let ended = pipe.ended();
-                            pipe.end(ended).await;
-                            None
+                    loop {
+                        let upstream = pipe.upstream.as_mut()?;
+                        match upstream.next().await {
+                            Some(Ok(bytes)) => {
+                                let Some(translate) = pipe.translate.as_mut() else {
+                                    return Some((Ok::<_, std::io::Error>(bytes), pipe));
+                                };
+                                let events = upstream.take_events();
+                                let out = translate.feed(events);
+                                if !out.is_empty() {
+                                    return Some((Ok(out), pipe));
+                                }
+                            }
+                            Some(Err(e)) => {
+                                let error = e.to_string();
+                                let ended = Ended::Failed {
+                                    status: Some(200),
+                                    outcome: "upstream_error",
+                                    error: error.clone(),
+                                };
+                                pipe.end(ended).await;
+                                return match pipe.translate.as_mut() {
+                                    Some(translate) => Some((Ok(translate.fail(&error)), pipe)),
+                                    None => Some((Err(std::io::Error::other(error)), pipe)),
+                                };
+                            }
+                            None => {
+                                let events = upstream.take_events();
+                                let ended = pipe.ended();
+                                let last = pipe.translate.as_mut().map(|translate| {
+                                    let mut last = translate.feed(events).to_vec();
+                                    last.extend_from_slice(&match &ended {
+                                        Ended::Answer(reply) => translate.finish(reply),
+                                        Ended::Failed { error, .. } => translate.fail(error),
+                                    });
+                                    Bytes::from(last)
+                                });
+                                pipe.end(ended).await;
+                                return last.map(|last| (Ok(last), pipe));
+                            }
                         }
                     }
                 },
             );
-            let mut response = Response::new(Body::from_stream(pieces));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            );
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            with_headers(response, &headers)
+            with_headers(event_stream(Body::from_stream(pieces)), &headers)
         }
     }
+}
+
+/// A Responses client's answer from an upstream's whole answer: the
+/// response object, or its events when the client asked for a stream.
+async fn translate_whole(
+    state: Shared,
+    out: Outgoing,
+    skeleton: responses::Skeleton,
+    body: Bytes,
+    reply: Result<agent_host_provider::ChatReply, ProviderError>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+) -> Response {
+    let wire = out.wire;
+    let stream = out.stream;
+    match reply {
+        Ok(reply) => {
+            let response = if stream {
+                // An upstream that answered a stream whole.
+                let bytes = responses::Streamer::new(skeleton).finish(&reply);
+                event_stream(Body::from(bytes))
+            } else {
+                Json(responses::whole(&skeleton, &reply)).into_response()
+            };
+            tokio::spawn(persist(&state, out, Ended::Answer(Box::new(reply))));
+            with_headers(response, &headers)
+        }
+        Err(e) => {
+            let message = format!(
+                "the upstream's answer could not be read: {e} (it began: {})",
+                shortened(String::from_utf8_lossy(&body).into_owned(), 512)
+            );
+            let ended = Ended::Failed {
+                status: Some(200),
+                outcome: "unreadable_answer",
+                error: message.clone(),
+            };
+            persist(&state, out, ended).await;
+            with_headers(
+                wire.error(StatusCode::BAD_GATEWAY, "server_error", &message),
+                &headers,
+            )
+        }
+    }
+}
+
+/// A response of server-sent events.
+fn event_stream(body: Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
 
 /// A stream on its way to the client. Dropped unfinished when the client
@@ -1015,6 +1518,8 @@ struct Pipe {
     state: Shared,
     out: Option<Outgoing>,
     upstream: Option<agent_host_provider::RelayStream>,
+    /// For a Responses client: the upstream's answer as Responses events.
+    translate: Option<responses::Streamer>,
 }
 
 impl Pipe {
@@ -1079,11 +1584,18 @@ fn with_headers(mut response: Response, headers: &[(HeaderName, HeaderValue)]) -
 /// (`out` holds its locks).
 fn persist(
     state: &Shared,
-    mut out: Outgoing,
+    out: Outgoing,
     ended: Ended,
 ) -> impl Future<Output = ()> + Send + 'static {
     let state = state.clone();
     async move {
+        // The whole of it, its locks too, until the end. Regression: the
+        // block named only some fields of `out`, so it captured only those
+        // and the session's locks were dropped when the future was made,
+        // before the answer was stored; a client's next request could
+        // overtake the store (found by the Responses SDK test: its third
+        // request saw the first response as the newest, now and then).
+        let mut out = out;
         // Passed through without a session: nothing to store or record.
         let Some(session) = out.session else { return };
         let (reply, status, failure) = match ended {
@@ -1098,7 +1610,18 @@ fn persist(
                     Some(("unreadable_answer", error.to_owned())),
                 )
             }
-            Ended::Answer(reply) => (Some(reply.message), Some(200), None),
+            Ended::Answer(reply) => {
+                let mut message = reply.message;
+                let mut origin = Map::new();
+                origin.insert("upstream".into(), json!(out.upstream));
+                if let Some(response) = &out.response {
+                    origin.insert("response_id".into(), json!(response.id));
+                }
+                message
+                    .metadata
+                    .insert(ORIGIN_KEY.into(), Value::Object(origin));
+                (Some(message), Some(200), None)
+            }
             Ended::Failed {
                 status,
                 outcome,
@@ -1117,6 +1640,12 @@ fn persist(
                 messages.extend(reply.iter().cloned());
                 if !messages.is_empty() {
                     observe::saved(&state, &meta, messages, Some(CHANNEL.to_owned()));
+                }
+                if failure.is_none()
+                    && reply.is_some()
+                    && let Some(response) = &out.response
+                {
+                    state.latest.set(session, response.id.clone());
                 }
                 match failure {
                     None => (reply.map(|m| m.id), "stored", None),

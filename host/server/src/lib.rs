@@ -132,6 +132,9 @@ pub struct ServerConfig {
     /// The long-term memory `/v1/memory` serves (none: those routes say
     /// the server keeps none).
     pub memory: Option<Arc<agent_host_store::memory::MemoryStore>>,
+    /// The gateway's upstreams, chosen by a request's `model`; none means
+    /// the engine's provider, for every model.
+    pub upstreams: Vec<gateway::Upstream>,
 }
 
 impl Default for ServerConfig {
@@ -149,6 +152,7 @@ impl Default for ServerConfig {
             anonymous: gateway::Anonymous::default(),
             request_stages: true,
             memory: None,
+            upstreams: Vec::new(),
         }
     }
 }
@@ -164,6 +168,10 @@ pub(crate) struct AppState {
     pub config: ServerConfig,
     pub recent_calls: dashboard::RecentCalls,
     pub records: records::Records,
+    /// The newest Responses answer of each session.
+    pub latest: gateway::responses::Latest,
+    /// Where the gateway sends a request, by its model.
+    pub upstreams: gateway::Upstreams,
     /// Whether other instances write to the store too (PostgreSQL): a
     /// session's page is then read from the store, not only the index.
     pub shared_store: bool,
@@ -185,6 +193,7 @@ impl Server {
         for warning in &scanned.warnings {
             tracing::warn!("{warning}");
         }
+        let upstreams = gateway::Upstreams::new(&engine, &config.upstreams)?;
         let index = index::Index::new(scanned.sessions, config.idle_after, Utc::now());
         let bus = Arc::new(events::Bus::default());
         let metrics = Arc::new(metrics::Metrics::default());
@@ -209,6 +218,8 @@ impl Server {
             config,
             recent_calls: dashboard::RecentCalls::default(),
             records,
+            latest: gateway::responses::Latest::default(),
+            upstreams,
             shared_store: notices.is_some(),
         });
         if let Some(notices) = notices {

@@ -121,6 +121,7 @@ pub(crate) fn deleted(state: &AppState, meta: &SessionMeta) {
         .unwrap_or_else(|| SessionView::from(meta));
     state.hot.remove(meta.id);
     state.records.forget(meta.id);
+    state.latest.forget(meta.id);
     state.bus.publish(
         "session_deleted",
         Some(meta.id),

@@ -860,3 +860,528 @@ async fn request_records_outlive_a_restart() {
         .collect();
     assert_eq!(numbers, [1, 2, 3]);
 }
+
+/// Checks a Responses conversation driven by the official OpenAI SDK
+/// (`client.responses.create`, streamed or not) against the gateway in
+/// front of an upstream of `wire`: a tool call, its output sent with
+/// `previous_response_id`, and a text turn; the session the responses
+/// continue is the one they were made in.
+async fn responses_conversation(wire: Wire, scenario: &str) {
+    let Some(python) = sdk_python() else { return };
+    let gateway = Gateway::start(wire).await;
+    script(&gateway.upstream);
+    let got = gateway.client(&python, scenario).await;
+    let turns = got["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3, "{got}");
+
+    // What the SDK read: Responses objects made of the upstream's answers.
+    assert_eq!(turns[0]["items"], json!(["function_call"]), "{got}");
+    assert_eq!(turns[0]["calls"][0]["name"], "read_file", "{got}");
+    assert_eq!(turns[0]["calls"][0]["id"], "call_1", "{got}");
+    let arguments: Value =
+        serde_json::from_str(turns[0]["calls"][0]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"path": "a.rs"}));
+    assert_eq!(turns[1]["text"], "It holds an empty main.", "{got}");
+    assert_eq!(turns[1]["items"], json!(["message"]), "{got}");
+    assert_eq!(turns[1]["usage"]["input_tokens"], 30, "{got}");
+    assert_eq!(turns[1]["usage"]["output_tokens"], 7, "{got}");
+    assert_eq!(turns[1]["usage"]["total_tokens"], 37, "{got}");
+    assert_eq!(turns[2]["text"], "Nothing else.", "{got}");
+    for (i, turn) in turns.iter().enumerate() {
+        assert_eq!(turn["status"], "completed", "{got}");
+        assert!(turn["id"].as_str().unwrap().starts_with("resp_"), "{got}");
+        if i > 0 {
+            assert_eq!(turn["previous"], turns[i - 1]["id"], "{got}");
+        }
+    }
+    if scenario.ends_with("stream") {
+        let events: Vec<&str> = turns[0]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            events,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.completed"
+            ],
+            "{got}"
+        );
+        let events: Vec<&str> = turns[2]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        assert!(
+            events.contains(&"response.output_text.delta")
+                && events.contains(&"response.content_part.done"),
+            "{events:?}"
+        );
+        // The SDK's own stream helper put the second answer together.
+        assert!(
+            turns[1]["events"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("response.output_text.done")),
+            "{got}"
+        );
+    }
+    // Continuing from an older response is refused, not answered with the
+    // newer turns in tow.
+    assert_eq!(got["fork"]["status"], 409, "{got}");
+
+    // The three requests went to one session: found by the fingerprint,
+    // then by the response each continued.
+    let headers = &turns[2]["headers"];
+    assert_eq!(
+        headers["x-agent-host-session-source"], "previous_response_id",
+        "{got}"
+    );
+    let key = headers["x-agent-host-session-key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(key.starts_with("fp-"), "{key}");
+    assert_eq!(
+        turns[0]["headers"]["x-agent-host-session-key"],
+        key.as_str()
+    );
+
+    // The upstream got each request in its own wire, the history growing by
+    // the new items only.
+    let sent = gateway.upstream.requests();
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    assert_eq!(sent[0].streamed(), scenario.ends_with("stream"));
+    match wire {
+        Wire::OpenAi => {
+            assert_eq!(sent[0].body["tools"][0]["function"]["name"], "read_file");
+            assert_eq!(sent[2].body["messages"][0]["role"], "system");
+            assert_eq!(sent[2].body["messages"][0]["content"], "You read files.");
+            assert_eq!(sent[2].messages().len(), 6, "{}", sent[2].body);
+        }
+        Wire::Anthropic => {
+            assert_eq!(sent[0].body["tools"][0]["name"], "read_file");
+            assert!(sent[0].body["tools"][0]["input_schema"].is_object());
+            assert!(sent[2].body.to_string().contains("You read files."));
+            assert!(sent[0].body["max_tokens"].is_u64());
+        }
+    }
+    assert!(sent[2].contains("fn main() {}"));
+    assert!(sent[2].contains("It holds an empty main."));
+    assert_eq!(
+        sent[2].body.to_string().matches("You read files.").count(),
+        1,
+        "the instructions once: {}",
+        sent[2].body
+    );
+
+    // Every message stored once, the answers with their response ids.
+    gateway.settle(&key).await;
+    let stored = gateway.session(&key);
+    let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ],
+        "{stored:#?}"
+    );
+    assert_eq!(stored[3].tool_call_id.as_deref(), Some("call_1"));
+    for (at, turn) in [(2, &turns[0]), (4, &turns[1]), (6, &turns[2])] {
+        assert_eq!(
+            stored[at].metadata["gateway"]["response_id"], turn["id"],
+            "{stored:#?}"
+        );
+        assert_eq!(stored[at].metadata["gateway"]["upstream"], "default");
+    }
+    let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/3", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["wire"], "responses", "{record}");
+    assert_eq!(record["outcome"], "stored", "{record}");
+    assert_eq!(record["identified_by"], "previous_response_id", "{record}");
+    assert_eq!(record["appended"].as_array().unwrap().len(), 1, "{record}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_conversation() {
+    responses_conversation(Wire::OpenAi, "responses").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_streamed_conversation() {
+    responses_conversation(Wire::OpenAi, "responses-stream").await;
+}
+
+/// A Responses client in front of an Anthropic upstream: translated both
+/// ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_conversation_in_front_of_anthropic() {
+    responses_conversation(Wire::Anthropic, "responses-stream").await;
+}
+
+async fn post_to(base: &str, path: &str, body: Value) -> (u16, Value) {
+    let reply = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status().as_u16();
+    (status, reply.json().await.unwrap_or(Value::Null))
+}
+
+/// Malformed Responses requests get a 400 naming the field and the item's
+/// index, and reach neither the upstream nor the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_responses_requests_name_the_field_and_item() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    let base = gateway.base.clone();
+    let unknown = format!("resp_{}", "ab".repeat(24));
+    for (body, says) in [
+        (json!({"model": "m"}), "`input` is missing"),
+        (json!({"input": 5}), "`input` must be a string or an array"),
+        (
+            json!({"input": [{"role": "user", "content": "hi"}, 7]}),
+            "`input[1]`",
+        ),
+        (
+            json!({"input": [{"role": "user", "content": "hi"},
+                             {"type": "function_call", "call_id": "c", "arguments": "{}"}]}),
+            "`input[1]`: a `function_call` item needs a string `name`",
+        ),
+        (
+            json!({"input": [{"type": "function_call_output", "call_id": "c"}]}),
+            "`input[0]`",
+        ),
+        (
+            json!({"input": [{"type": "message", "role": "robot", "content": "x"}]}),
+            "robot",
+        ),
+        (
+            json!({"input": "hi", "tools": [{"type": "web_search"}]}),
+            "`tools[0]`",
+        ),
+        (json!({"input": "hi", "instructions": 3}), "`instructions`"),
+        (
+            json!({"input": "hi", "previous_response_id": "resp_1"}),
+            "`previous_response_id`",
+        ),
+        (
+            json!({"input": "hi", "previous_response_id": unknown}),
+            "no session holds",
+        ),
+        (
+            json!({"input": "hi", "previous_response_id": unknown, "conversation": "c"}),
+            "cannot both be given",
+        ),
+        (json!({"input": "hi", "conversation": 5}), "`conversation`"),
+    ] {
+        let (status, reply) = post_to(&base, "/v1/responses", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {reply}");
+        assert_eq!(reply["error"]["type"], "invalid_request_error", "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    assert!(gateway.upstream.requests().is_empty());
+}
+
+/// A `conversation` names the session: each request appends its input to
+/// it, whatever the client resends of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_id_names_the_session() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    gateway.upstream.push(Answer::text("One.").into());
+    gateway.upstream.push(Answer::text("Two.").into());
+    let base = gateway.base.clone();
+    let (status, first) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "First?", "conversation": {"id": "conv_7"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["conversation"]["id"], "conv_7");
+    assert_eq!(first["output"][0]["content"][0]["text"], "One.");
+    let (status, second) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "Second?", "conversation": "conv_7"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    gateway.settle("conv_7").await;
+    let stored: Vec<String> = gateway
+        .session("conv_7")
+        .iter()
+        .map(|m| m.content.clone())
+        .collect();
+    assert_eq!(stored, ["First?", "One.", "Second?", "Two."]);
+    let sent = gateway.upstream.requests();
+    assert_eq!(sent[1].messages().len(), 3, "{}", sent[1].body);
+}
+
+/// Several upstreams: a request's model picks one; an unknown model is a
+/// 400 naming what is served; the default upstream takes it when there is
+/// one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_model_picks_its_upstream() {
+    let other = LlmServer::start(Wire::OpenAi);
+    let upstream = |name: &str, server: &LlmServer, models: &[&str], default: bool| {
+        let mut settings = ProviderSettings::new(ProviderKind::OpenAi, models[0]);
+        settings.base_url = server.base_url();
+        settings.api_key_env = None;
+        agent_host_server::gateway::Upstream {
+            name: name.to_owned(),
+            provider: agent_host_provider::Provider::with_api_key(settings, None).unwrap(),
+            models: models.iter().map(|m| (*m).to_owned()).collect(),
+            default,
+        }
+    };
+    // Only `remote` is configured (not the engine's provider, the
+    // harness's loopback server): every model goes there.
+    let server = ServerConfig {
+        upstreams: vec![upstream("remote", &other, &["gpt-5", "gpt-4*"], false)],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::OpenAi, EngineConfig::default(), server).await;
+    other.push(Answer::text("From remote.").into());
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/chat/completions",
+        json!({"model": "anything", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["choices"][0]["message"]["content"], "From remote.");
+    assert!(gateway.upstream.requests().is_empty());
+    drop(gateway);
+
+    let server = ServerConfig {
+        upstreams: vec![
+            upstream("remote", &other, &["gpt-5", "gpt-4*"], false),
+            upstream("local", &LlmServer::start(Wire::OpenAi), &["small"], false),
+        ],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::OpenAi, EngineConfig::default(), server).await;
+    other.push(Answer::text("Prefix.").into());
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "gpt-4.1-mini", "input": "hi"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["output"][0]["content"][0]["text"], "Prefix.");
+    assert_eq!(reply["model"], "gpt-4.1-mini");
+    assert_eq!(
+        other.requests().last().unwrap().body["model"],
+        "gpt-4.1-mini"
+    );
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "claude-9", "input": "hi"}),
+    )
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("claude-9") && message.contains("gpt-4*") && message.contains("small"),
+        "{message}"
+    );
+    let models: Value = reqwest::get(format!("{}/v1/models", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["gpt-5", "small"], "{models}");
+    drop(gateway);
+
+    let server = ServerConfig {
+        upstreams: vec![
+            upstream("remote", &other, &["gpt-5"], false),
+            upstream("fallback", &other, &["other"], true),
+        ],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::OpenAi, EngineConfig::default(), server).await;
+    other.push(Answer::text("Default.").into());
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "claude-9", "input": "hi"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["output"][0]["content"][0]["text"], "Default.");
+}
+
+/// Issue 17: a thinking block's signature (like encrypted reasoning and
+/// compaction items) is readable only by the provider that made it; a
+/// session that moves to another upstream must not send it there, and the
+/// request's record says what was left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_reasoning_goes_only_to_the_upstream_that_made_it() {
+    let a = LlmServer::start(Wire::Anthropic);
+    let b = LlmServer::start(Wire::Anthropic);
+    let upstream = |name: &str, server: &LlmServer, model: &str| {
+        let mut settings = ProviderSettings::new(ProviderKind::Anthropic, model);
+        settings.base_url = server.base_url();
+        settings.api_key_env = None;
+        agent_host_server::gateway::Upstream {
+            name: name.to_owned(),
+            provider: agent_host_provider::Provider::with_api_key(settings, None).unwrap(),
+            models: vec![model.to_owned()],
+            default: false,
+        }
+    };
+    let server = ServerConfig {
+        upstreams: vec![upstream("a", &a, "claude-a"), upstream("b", &b, "claude-b")],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::Anthropic, EngineConfig::default(), server).await;
+    a.push(
+        Answer::text("Paris.")
+            .with_reasoning("The capital of France.")
+            .into(),
+    );
+    b.push(Answer::text("Rome.").into());
+    a.push(Answer::text("Berlin.").into());
+    let messages = |model: &str, history: &Value| json!({"model": model, "max_tokens": 64, "messages": history});
+    let send = |body: Value| {
+        let base = gateway.base.clone();
+        async move {
+            let reply = reqwest::Client::new()
+                .post(format!("{base}/v1/messages"))
+                .header("x-session-id", "moves")
+                .header("anthropic-version", "2023-06-01")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), 200);
+            reply.json::<Value>().await.unwrap()
+        }
+    };
+    let mut history = json!([{"role": "user", "content": "France?"}]);
+    let first = send(messages("claude-a", &history)).await;
+    assert_eq!(first["content"][0]["type"], "thinking", "{first}");
+    let history_items = history.as_array_mut().unwrap();
+    history_items.push(json!({"role": "assistant", "content": first["content"]}));
+    history_items.push(json!({"role": "user", "content": "Italy?"}));
+    gateway.settle("moves").await;
+    send(messages("claude-b", &history)).await;
+    let to_b = b.requests().pop().unwrap();
+    assert!(
+        !to_b.body.to_string().contains("signature") && !to_b.contains("EqQBsig"),
+        "upstream b got a's signature: {}",
+        to_b.body
+    );
+    assert!(to_b.contains("Paris."), "the answer's text still went");
+    gateway.settle("moves").await;
+    let record: Value = reqwest::get(format!("{}/v1/sessions/moves/requests/2", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["upstream"], "b", "{record}");
+    let notes = record["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{record}");
+    assert!(notes[0].as_str().unwrap().contains("\"a\""), "{record}");
+
+    // Back on `a`, its own signature goes with its reasoning again.
+    let history_items = history.as_array_mut().unwrap();
+    history_items.push(json!({"role": "assistant", "content": "Rome."}));
+    history_items.push(json!({"role": "user", "content": "Germany?"}));
+    send(messages("claude-a", &history)).await;
+    let to_a = a.requests().pop().unwrap();
+    assert!(
+        to_a.body
+            .to_string()
+            .contains(&agent_host_testkit::model_server::signature_for(
+                "The capital of France."
+            )),
+        "{}",
+        to_a.body
+    );
+}
+
+/// A Responses client in front of an upstream that fails: a refusal comes
+/// back with its status in OpenAI's error shape; a stream cut off halfway
+/// ends with `response.failed`, and no half answer is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_failures_reach_a_responses_client_in_its_shape() {
+    let gateway = Gateway::start(Wire::Anthropic).await;
+    gateway.upstream.push(Scripted::Status {
+        status: 418,
+        body: json!({"type": "error", "error": {"type": "teapot", "message": "short and stout"}})
+            .to_string(),
+        retry_after: None,
+    });
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "m", "input": "hello", "prompt_cache_key": "failing"}),
+    )
+    .await;
+    assert_eq!(status, 418, "{reply}");
+    assert_eq!(reply["error"]["message"], "short and stout", "{reply}");
+    assert_eq!(reply["error"]["type"], "teapot", "{reply}");
+
+    gateway.upstream.push(Scripted::CutOff(Answer::text(
+        "A long answer that never ends",
+    )));
+    let reply = reqwest::Client::new()
+        .post(format!("{}/v1/responses", gateway.base))
+        .json(
+            &json!({"model": "m", "stream": true, "prompt_cache_key": "failing",
+                      "input": [{"role": "user", "content": "hello"},
+                                {"role": "user", "content": "again"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status();
+    let text = reply.text().await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"response.created"), "{text}");
+    assert_eq!(kinds.last(), Some(&"response.failed"), "{text}");
+    gateway.settle("failing").await;
+    let stored: Vec<String> = gateway
+        .session("failing")
+        .iter()
+        .map(|m| format!("{}: {}", m.role.as_str(), m.content))
+        .collect();
+    assert_eq!(stored, ["user: hello", "user: again"], "{stored:?}");
+}

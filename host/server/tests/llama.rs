@@ -216,8 +216,9 @@ async fn conversation(kind: ProviderKind, scenario: &str) {
     let got = gateway.client(&tools.python, scenario).await;
     let turns = got["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 2, "{got}");
+    let responses = scenario.starts_with("responses");
     let (input, output) = match kind {
-        ProviderKind::OpenAi => ("prompt_tokens", "completion_tokens"),
+        ProviderKind::OpenAi if !responses => ("prompt_tokens", "completion_tokens"),
         _ => ("input_tokens", "output_tokens"),
     };
     for turn in turns {
@@ -226,7 +227,39 @@ async fn conversation(kind: ProviderKind, scenario: &str) {
         assert!(turn["usage"][output].as_u64().unwrap() > 0, "{got}");
         assert!(turn["finish"].is_string(), "{got}");
     }
-    if scenario.ends_with("stream") {
+    if responses {
+        // Translated: Responses objects over llama-server's Chat
+        // Completions, the second continuing the first.
+        assert!(
+            turns[0]["id"].as_str().unwrap().starts_with("resp_"),
+            "{got}"
+        );
+        for turn in turns {
+            assert!(
+                matches!(turn["finish"].as_str(), Some("completed" | "incomplete")),
+                "{got}"
+            );
+        }
+    }
+    if scenario.ends_with("stream") && responses {
+        for turn in turns {
+            let events: Vec<&str> = turn["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap())
+                .collect();
+            assert_eq!(events.first(), Some(&"response.created"), "{events:?}");
+            assert!(
+                matches!(
+                    events.last(),
+                    Some(&"response.completed" | &"response.incomplete")
+                ),
+                "{events:?}"
+            );
+            assert!(events.contains(&"response.output_text.delta"), "{events:?}");
+        }
+    } else if scenario.ends_with("stream") {
         match kind {
             ProviderKind::OpenAi => assert!(turns[0]["chunks"].as_u64().unwrap() > 2, "{got}"),
             _ => {
@@ -283,4 +316,16 @@ async fn anthropic_sdk_through_the_gateway_to_llama_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_sdk_streaming_through_the_gateway_to_llama_server() {
     conversation(ProviderKind::Anthropic, "anthropic-stream").await;
+}
+
+/// A Responses client (the official SDK's `client.responses.create`) in
+/// front of llama-server, which speaks Chat Completions only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_through_the_gateway_to_llama_server() {
+    conversation(ProviderKind::OpenAi, "responses").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_streaming_through_the_gateway_to_llama_server() {
+    conversation(ProviderKind::OpenAi, "responses-stream").await;
 }

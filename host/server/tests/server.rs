@@ -426,9 +426,21 @@ async fn messages_context_export_and_openapi() {
         "/v1/sessions/{session}/context",
         "/v1/sessions/{session}/turns",
         "/v1/events",
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/responses",
+        "/v1/models",
     ] {
         assert!(doc["paths"][path].is_object(), "{path} is documented");
     }
+    let responses = &doc["paths"]["/v1/responses"]["post"];
+    assert_eq!(responses["tags"][0], "gateway", "{responses}");
+    assert!(
+        responses["requestBody"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("previous_response_id")),
+        "{responses}"
+    );
     assert!(doc["components"]["schemas"]["SessionView"].is_object());
     assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
     s.stop().await;

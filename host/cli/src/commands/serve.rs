@@ -49,8 +49,9 @@ pub struct ServeArgs {
     /// for a chain. Given, it replaces the `[[processors]]` of the configuration.
     #[arg(long = "processor", short = 'p', value_name = "FILE.wasm|CRATE")]
     processors: Vec<PathBuf>,
-    /// What the gateway (`/v1/chat/completions`, `/v1/messages`) does with a request that
-    /// names no session (no `x-session-id`, `prompt_cache_key` or `user`): `fingerprint`
+    /// What the gateway (`/v1/chat/completions`, `/v1/messages`, `/v1/responses`) does with
+    /// a request that names no session (no `x-session-id`, `prompt_cache_key`, `user`,
+    /// `previous_response_id` or `conversation`): `fingerprint`
     /// finds its session by its system prompt and first message; `pass-through` fits and
     /// processes it and stores nothing.
     #[arg(
@@ -170,6 +171,23 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
                 )
             })?,
         )),
+        upstreams: settings
+            .upstreams
+            .iter()
+            .map(|u| {
+                let provider = agent_host_provider::Provider::new(
+                    u.provider.clone(),
+                    &agent_host_config::env_keys,
+                )
+                .with_context(|| format!("the upstream {:?}", u.name))?;
+                Ok(agent_host_server::gateway::Upstream {
+                    name: u.name.clone(),
+                    provider,
+                    models: u.models.clone(),
+                    default: u.default,
+                })
+            })
+            .collect::<Result<_>>()?,
         ..ServerConfig::default()
     };
     let processors = (!args.processors.is_empty()).then(|| {
