@@ -51,6 +51,7 @@ fn a_0_1_0_component_built_before_0_2_0_runs_with_the_same_output() {
         )
         .expect("the 0.1.0 fixture loads");
     assert_eq!(p.name(), "keep-last-turns");
+    assert_eq!(p.contract(), "0.1.0");
     let input = history();
     let out = rt.run(std::slice::from_ref(&p), &RunInfo::default(), input.clone());
     assert!(out.failure.is_none(), "{:?}", out.failure);
@@ -78,7 +79,11 @@ fn a_0_1_0_component_built_before_0_2_0_runs_with_the_same_output() {
             },
         )
         .unwrap();
-    let out = rt.run(std::slice::from_ref(&bad), &RunInfo::default(), input.clone());
+    let out = rt.run(
+        std::slice::from_ref(&bad),
+        &RunInfo::default(),
+        input.clone(),
+    );
     assert_eq!(ids(&out.messages), ids(&input));
     let error = out.reports[0].error.as_deref().unwrap_or_default();
     assert!(error.contains("`turns` must be at least 1"), "{error}");
