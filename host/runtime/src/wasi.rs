@@ -362,8 +362,11 @@ mod tests {
             audit(["wasi:io/streams@0.2.0", "wasi:http/outgoing-handler@0.2.0"].into_iter()),
             Err("wasi:http/outgoing-handler@0.2.0".to_owned())
         );
-        // Another major version of the contract or of WASI is not ours to serve.
-        assert!(audit(["agent-host:history/host@0.2.0"].into_iter()).is_err());
+        // 0.2.0 is served beside 0.1.0; a version the host does not have, or
+        // another major version of WASI, is not ours to serve.
+        assert!(audit(["agent-host:history/host@0.2.0"].into_iter()).is_ok());
+        assert!(audit(["agent-host:history/types@0.2.0"].into_iter()).is_ok());
+        assert!(audit(["agent-host:history/host@0.3.0"].into_iter()).is_err());
         assert!(audit(["wasi:cli/environment@0.3.0"].into_iter()).is_err());
     }
 }
