@@ -571,7 +571,7 @@ impl Runtime {
         info: &RunInfo,
         history: Vec<Message>,
         report: &mut ProcessorReport,
-    ) -> (Vec<Message>, Result<(Vec<wit::Item>, Instant), Cause>) {
+    ) -> (Vec<Message>, Called) {
         let (ctx, tokens) = self.run_context(p, info, &history, report);
         let mut call = self.start_call(p);
         let deadline = call.store.data().deadline;
@@ -707,6 +707,10 @@ impl Runtime {
         }
     }
 }
+
+/// What one call gave: the raw answer and the call's deadline, or why there
+/// is none.
+type Called = Result<(Vec<wit::Item>, Instant), Cause>;
 
 /// Refuses a component's configuration that is not JSON, at load rather
 /// than at every call.
