@@ -635,6 +635,34 @@ mod tests {
     }
 
     #[test]
+    fn headers_link_results_to_their_calls_and_follow_changes() {
+        let mut h = History::for_test(vec![
+            user("u"),
+            call("c1"),
+            result("c1"),
+            call("c1"),
+            result("c1"),
+            result("c9"),
+        ]);
+        let answers: Vec<Option<u32>> = h.headers().iter().map(|x| x.answers).collect();
+        assert_eq!(answers, [None, None, Some(1), None, Some(3), None]);
+        assert_eq!(h.tool_callers(), [None, None, Some(1), None, Some(3), None]);
+        assert_eq!(h.headers()[1].tool_calls, 1);
+        assert_eq!(h.headers()[0].content_bytes, 1);
+        // A changed message's header is worked out again; its link stays.
+        h.message_mut(2).role = Role::User;
+        assert_eq!(h.header(2).role, Role::User);
+        assert_eq!(h.header(2).answers, Some(1));
+        assert_eq!(h.headers()[2].role, Role::Tool);
+        // A test on headers drops without reading a message.
+        h.retain_headers(|x| x.role != Role::Tool);
+        assert_eq!(
+            (0..h.len()).filter(|&i| h.is_kept(i)).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+    }
+
+    #[test]
     fn items_keep_replace_and_insert_in_order() {
         let mut h = History::for_test(vec![user("a"), assistant("b"), user("c")]);
         h.drop(1);
