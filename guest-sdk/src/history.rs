@@ -1,12 +1,130 @@
-//! The history a processor edits: the input messages, what has been dropped,
-//! changed or inserted so far, and the structure processors reason about
-//! (turns, tool exchanges).
+//! The history a processor edits: the input's headers (role, flags, token
+//! counts, which call a tool result answers), its messages fetched from the
+//! host on first use, what has been dropped, changed or inserted so far, and
+//! the structure processors reason about (turns, tool exchanges).
+//!
+//! Under contract 0.2.0 the host does not copy the history into the
+//! processor: the headers come in one call, and the whole messages (with
+//! their texts) only when the processor first reads one. A processor that
+//! works on structure alone ([`History::keep_last_turns`],
+//! [`History::headers`], [`History::drop`]) never pays for text.
 
 use std::cell::OnceCell;
 use std::collections::HashMap;
+use std::marker::PhantomData;
 
 use crate::__private::{Item, Replacement};
-use crate::{Message, Role, RunContext};
+use crate::{Message, MessageFlags, Role, RunContext, Timestamp, Usage};
+
+/// What a structural processor reads of a message, without its strings:
+/// the input message's header as the host sent it (see
+/// [`History::header`] for the current one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Who speaks.
+    pub role: Role,
+    /// Flags: synthetic, summary, error.
+    pub flags: MessageFlags,
+    /// The host's token estimate for the whole message.
+    pub tokens: u32,
+    /// When the message was created.
+    pub timestamp: Option<Timestamp>,
+    /// For a tool result: the index of the message whose call it answers
+    /// (the nearest earlier call with its id), when that call is in the
+    /// history.
+    pub answers: Option<u32>,
+    /// How many tool calls it makes.
+    pub tool_calls: u32,
+    /// How many structured parts it has.
+    pub parts: u32,
+    /// The length of its plain text content, in bytes.
+    pub content_bytes: u32,
+    /// The length of its reasoning text in bytes, when it has reasoning.
+    pub reasoning_bytes: Option<u32>,
+    /// The length of its metadata as JSON text in bytes (0 when none).
+    pub metadata_bytes: u32,
+    /// Provider-reported usage.
+    pub usage: Option<Usage>,
+}
+
+impl Header {
+    /// The header of `m` (without `answers`, which needs the history).
+    pub fn of(m: &Message) -> Header {
+        Header {
+            role: m.role,
+            flags: m.flags,
+            tokens: m.tokens,
+            timestamp: m.timestamp,
+            answers: None,
+            tool_calls: len32(m.tool_calls.len()),
+            parts: len32(m.parts.len()),
+            content_bytes: len32(m.content.len()),
+            reasoning_bytes: m.reasoning.as_ref().map(|r| len32(r.text.len())),
+            metadata_bytes: m.metadata.as_ref().map_or(0, |s| len32(s.len())),
+            usage: m.usage,
+        }
+    }
+
+    /// Whether the host or an earlier stage wrote it.
+    pub fn is_synthetic(&self) -> bool {
+        self.flags.contains(MessageFlags::SYNTHETIC)
+    }
+
+    /// Whether it is part of a summary checkpoint.
+    pub fn is_summary(&self) -> bool {
+        self.flags.contains(MessageFlags::SUMMARY)
+    }
+
+    /// Whether it starts a turn: a user message that is not synthetic.
+    pub fn starts_turn(&self) -> bool {
+        self.role == Role::User && !self.is_synthetic()
+    }
+}
+
+fn len32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// For each message, the index of the nearest earlier message with a call
+/// of its `tool_call_id`, for tool results: the host's rule in 0.2.0.
+fn answers(messages: &[Message]) -> Vec<Option<u32>> {
+    let mut calls: HashMap<&str, u32> = HashMap::new();
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let answers = match (&m.role, &m.tool_call_id) {
+                (Role::Tool, Some(id)) => calls.get(id.as_str()).copied(),
+                _ => None,
+            };
+            for call in &m.tool_calls {
+                calls.insert(&call.id, len32(i));
+            }
+            answers
+        })
+        .collect()
+}
+
+/// The whole messages, fetched from `source` on first use (`n` of them).
+fn load<'m>(cell: &'m OnceCell<Vec<Message>>, source: &Source<'_>, n: usize) -> &'m Vec<Message> {
+    cell.get_or_init(|| match source {
+        Source::Local(_) => {
+            let _ = n;
+            Vec::new()
+        }
+        #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+        Source::Host(host) => host.messages(0, len32(n)),
+    })
+}
+
+/// Where the whole messages come from when a processor first reads one.
+enum Source<'a> {
+    /// Already here: given whole (contract 0.1.0, native tests).
+    Local(PhantomData<&'a ()>),
+    /// The host's history resource, asked on first use (contract 0.2.0).
+    #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+    Host(&'a crate::bindings::agent_host::history::types::History),
+}
 
 /// The session's history for one call, and the edits made to it so far.
 ///
@@ -17,6 +135,10 @@ use crate::{Message, Role, RunContext};
 /// [`History::push`] add new ones. Reads ([`History::messages`],
 /// [`History::get`]) see the current contents, indices are always those of
 /// the input, and nothing is ever reordered.
+///
+/// The headers ([`History::headers`], [`History::header`]) are always
+/// there; the first read of a whole message fetches every message from the
+/// host (once), so a processor that reads only headers pays for no text.
 ///
 /// ```
 /// use agent_host_guest::{History, Message, Role, ToolCall};
@@ -32,29 +154,86 @@ use crate::{Message, Role, RunContext};
 /// assert!(!history.is_kept(2));
 /// assert_eq!(history.kept(), 2);
 /// ```
-pub struct History {
+pub struct History<'a> {
     ctx: RunContext,
-    messages: Vec<Message>,
+    headers: Vec<Header>,
+    messages: OnceCell<Vec<Message>>,
+    source: Source<'a>,
     dropped: Vec<bool>,
     changed: Vec<bool>,
     /// New messages with the input index they go before (`len()` for the end),
     /// in the order they were added.
     inserts: Vec<(usize, Message)>,
-    /// Which call each input result answers, as in the input: worked out on
-    /// first use, and always before the first change.
-    callers: OnceCell<Vec<Option<usize>>>,
+    /// Which call each input result answers, as in the input.
+    callers: Vec<Option<usize>>,
 }
 
-impl History {
+impl<'a> History<'a> {
+    /// A history given whole (contract 0.1.0, native tests); the headers
+    /// are worked out here.
     pub(crate) fn new(ctx: RunContext, messages: Vec<Message>) -> Self {
-        let n = messages.len();
+        let links = answers(&messages);
+        let headers = messages
+            .iter()
+            .zip(&links)
+            .map(|(m, a)| Header {
+                answers: *a,
+                ..Header::of(m)
+            })
+            .collect();
+        let cell = OnceCell::new();
+        let _ = cell.set(messages);
+        History::with(ctx, headers, cell, Source::Local(PhantomData))
+    }
+
+    /// The host's history (contract 0.2.0): its headers now, its messages
+    /// when first read.
+    #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+    pub(crate) fn from_host(
+        ctx: RunContext,
+        host: &'a crate::bindings::agent_host::history::types::History,
+    ) -> Self {
+        let n = host.len();
+        let headers = host
+            .headers(0, n)
+            .into_iter()
+            .map(|h| Header {
+                role: h.role,
+                flags: h.flags,
+                tokens: h.tokens,
+                timestamp: h.timestamp,
+                answers: h.answers,
+                tool_calls: h.tool_calls,
+                parts: h.parts,
+                content_bytes: h.content_bytes,
+                reasoning_bytes: h.reasoning_bytes,
+                metadata_bytes: h.metadata_bytes,
+                usage: h.usage,
+            })
+            .collect();
+        History::with(ctx, headers, OnceCell::new(), Source::Host(host))
+    }
+
+    fn with(
+        ctx: RunContext,
+        headers: Vec<Header>,
+        messages: OnceCell<Vec<Message>>,
+        source: Source<'a>,
+    ) -> Self {
+        let n = headers.len();
+        let callers = headers
+            .iter()
+            .map(|h| h.answers.map(|a| a as usize).filter(|&a| a < n))
+            .collect();
         History {
             ctx,
+            headers,
             messages,
+            source,
             dropped: vec![false; n],
             changed: vec![false; n],
             inserts: Vec::new(),
-            callers: OnceCell::new(),
+            callers,
         }
     }
 
@@ -73,23 +252,60 @@ impl History {
 
     /// How many messages the input had.
     pub fn len(&self) -> usize {
-        self.messages.len()
+        self.headers.len()
     }
 
     /// Whether the input had no message.
     pub fn is_empty(&self) -> bool {
-        self.messages.is_empty()
+        self.headers.is_empty()
+    }
+
+    /// The input's headers, as the host sent them: roles, flags, token
+    /// counts, timestamps, tool links and sizes, without any text.
+    pub fn headers(&self) -> &[Header] {
+        &self.headers
+    }
+
+    /// The header of message `index` as it is now (a changed message's is
+    /// worked out from its new contents; its `answers` stays the input's).
+    ///
+    /// # Panics
+    /// When `index` is out of range, like slice indexing.
+    pub fn header(&self, index: usize) -> Header {
+        let input = self.headers[index];
+        match self.changed[index] {
+            false => input,
+            true => Header {
+                answers: input.answers,
+                ..Header::of(&self.messages()[index])
+            },
+        }
+    }
+
+    /// Whether the whole messages have been fetched from the host (always
+    /// true under contract 0.1.0 and natively).
+    pub fn is_loaded(&self) -> bool {
+        self.messages.get().is_some()
     }
 
     /// The input's messages, with the changes made so far (dropped ones
-    /// included: see [`History::is_kept`]).
+    /// included: see [`History::is_kept`]). The first call fetches them
+    /// from the host, texts included.
     pub fn messages(&self) -> &[Message] {
-        &self.messages
+        load(&self.messages, &self.source, self.headers.len())
+    }
+
+    fn messages_mut(&mut self) -> &mut Vec<Message> {
+        load(&self.messages, &self.source, self.headers.len());
+        match self.messages.get_mut() {
+            Some(m) => m,
+            None => unreachable!("the messages were just fetched"),
+        }
     }
 
     /// Message `index`, as it is now.
     pub fn get(&self, index: usize) -> Option<&Message> {
-        self.messages.get(index)
+        self.messages().get(index)
     }
 
     /// Whether message `index` is still kept.
@@ -116,28 +332,38 @@ impl History {
     }
 
     /// Drops every kept message for which `keep` is false, like
-    /// [`Vec::retain`].
+    /// [`Vec::retain`]. Reads whole messages (see
+    /// [`History::retain_headers`] for a test on headers alone).
     pub fn retain(&mut self, mut keep: impl FnMut(&Message) -> bool) {
-        for (m, dropped) in self.messages.iter().zip(self.dropped.iter_mut()) {
+        let messages = load(&self.messages, &self.source, self.headers.len());
+        for (m, dropped) in messages.iter().zip(self.dropped.iter_mut()) {
             if !*dropped && !keep(m) {
                 *dropped = true;
             }
         }
     }
 
+    /// Drops every kept message whose current header fails `keep`, without
+    /// reading any text.
+    pub fn retain_headers(&mut self, mut keep: impl FnMut(&Header) -> bool) {
+        for i in 0..self.len() {
+            if !self.dropped[i] && !keep(&self.header(i)) {
+                self.dropped[i] = true;
+            }
+        }
+    }
+
     /// Replaces message `index` by `message` (it stays at its place).
     pub fn replace(&mut self, index: usize, message: Message) {
-        self.tool_callers();
-        self.messages[index] = message;
+        self.messages_mut()[index] = message;
         self.changed[index] = true;
     }
 
     /// Message `index`, to change in place. The host receives it back as a
     /// replacement, so only ask for it when you change it.
     pub fn message_mut(&mut self, index: usize) -> &mut Message {
-        self.tool_callers();
         self.changed[index] = true;
-        &mut self.messages[index]
+        &mut self.messages_mut()[index]
     }
 
     /// Whether message `index` was replaced or changed.
@@ -165,7 +391,7 @@ impl History {
     /// synthetic), oldest first.
     pub fn turn_starts(&self) -> Vec<usize> {
         (0..self.len())
-            .filter(|&i| !self.dropped[i] && self.messages[i].starts_turn())
+            .filter(|&i| !self.dropped[i] && self.header(i).starts_turn())
             .collect()
     }
 
@@ -174,21 +400,7 @@ impl History {
     /// and for results whose call is not in the history). A result answers
     /// the nearest earlier call with its id.
     pub fn tool_callers(&self) -> &[Option<usize>] {
-        self.callers.get_or_init(|| {
-            let mut calls: HashMap<&str, usize> = HashMap::new();
-            let mut callers = vec![None; self.len()];
-            for (i, m) in self.messages.iter().enumerate() {
-                if m.role == Role::Tool
-                    && let Some(id) = &m.tool_call_id
-                {
-                    callers[i] = calls.get(id.as_str()).copied();
-                }
-                for call in &m.tool_calls {
-                    calls.insert(&call.id, i);
-                }
-            }
-            callers
-        })
+        &self.callers
     }
 
     /// For each message, the name of the tool whose result it is: its
@@ -196,7 +408,7 @@ impl History {
     /// `None` for messages that are not tool results or whose tool is unknown.
     pub fn tool_names(&self) -> Vec<Option<&str>> {
         let mut calls: HashMap<&str, &str> = HashMap::new();
-        self.messages
+        self.messages()
             .iter()
             .map(|m| {
                 for call in &m.tool_calls {
@@ -221,18 +433,17 @@ impl History {
         if n == 0 {
             return self.len();
         }
-        self.messages
-            .iter()
-            .enumerate()
+        (0..self.len())
             .rev()
-            .filter(|(_, m)| m.role == Role::Tool)
+            .filter(|&i| self.header(i).role == Role::Tool)
             .nth(n - 1)
-            .map_or(0, |(i, _)| i)
+            .unwrap_or(0)
     }
 
     /// Keeps the last `turns` kept turns, system messages and summaries, and
     /// drops everything older. The cut moves back rather than split a tool
     /// exchange. Does nothing when there are no more than `turns` turns.
+    /// Reads headers only.
     pub fn keep_last_turns(&mut self, turns: usize) {
         let starts = self.turn_starts();
         if starts.len() <= turns {
@@ -246,7 +457,7 @@ impl History {
         // A kept result after the cut whose call is before it pulls the cut
         // back, and the results between the old and the new cut may pull it
         // further.
-        let callers = self.tool_callers();
+        let callers = &self.callers;
         let mut checked = self.len();
         while cut < checked {
             let earliest = (cut..checked)
@@ -261,8 +472,8 @@ impl History {
             }
         }
         for i in 0..cut {
-            let m = &self.messages[i];
-            if m.role != Role::System && !m.is_summary() {
+            let h = self.header(i);
+            if h.role != Role::System && !h.is_summary() {
                 self.dropped[i] = true;
             }
         }
@@ -274,15 +485,20 @@ impl History {
     /// calls (and is dropped when nothing else is left in it). Calls that had
     /// no result in the input are left alone.
     pub fn settle_tool_exchanges(&mut self) {
-        let callers = self.tool_callers().to_vec();
+        let callers = self.callers.clone();
+        // Nothing links a result to a call: there is nothing to settle, and
+        // no text to read.
+        if callers.iter().all(Option::is_none) {
+            return;
+        }
+        let messages = load(&self.messages, &self.source, self.headers.len());
         // Results of dropped or removed calls go.
         for (i, caller) in callers.iter().enumerate() {
             if let Some(c) = *caller
                 && !self.dropped[i]
             {
-                let id = self.messages[i].tool_call_id.as_deref().unwrap_or_default();
-                let gone =
-                    self.dropped[c] || !self.messages[c].tool_calls.iter().any(|k| k.id == id);
+                let id = messages[i].tool_call_id.as_deref().unwrap_or_default();
+                let gone = self.dropped[c] || !messages[c].tool_calls.iter().any(|k| k.id == id);
                 if gone {
                     self.dropped[i] = true;
                 }
@@ -292,7 +508,7 @@ impl History {
         let mut answered: HashMap<usize, (Vec<&str>, Vec<&str>)> = HashMap::new();
         for (i, caller) in callers.iter().enumerate() {
             if let Some(c) = *caller {
-                let id = self.messages[i].tool_call_id.as_deref().unwrap_or_default();
+                let id = messages[i].tool_call_id.as_deref().unwrap_or_default();
                 let (kept, gone) = answered.entry(c).or_default();
                 if self.dropped[i] { gone } else { kept }.push(id);
             }
@@ -325,9 +541,10 @@ impl History {
     }
 
     /// The answer for the host: one item per kept, changed or new message, in
-    /// order.
+    /// order. Messages that were never fetched cannot have changed.
     pub(crate) fn into_items(self) -> Vec<Item> {
         let History {
+            headers,
             messages,
             dropped,
             changed,
@@ -336,15 +553,20 @@ impl History {
         } = self;
         inserts.sort_by_key(|(at, _)| *at);
         let mut inserts = inserts.into_iter().peekable();
-        let mut items = Vec::with_capacity(messages.len() + inserts.len());
-        for (i, m) in messages.into_iter().enumerate() {
+        let n = headers.len();
+        let mut messages = messages.into_inner().map(Vec::into_iter);
+        let mut items = Vec::with_capacity(n + inserts.len());
+        for i in 0..n {
             while let Some((_, new)) = inserts.next_if(|(at, _)| *at == i) {
                 items.push(Item::Insert(new));
             }
+            let m = messages.as_mut().and_then(Iterator::next);
             let index = i as u32;
             if dropped[i] {
                 discard(m);
-            } else if changed[i] {
+            } else if changed[i]
+                && let Some(m) = m
+            {
                 items.push(Item::Replace(Replacement { index, message: m }));
             } else {
                 items.push(Item::Keep(index));
@@ -367,6 +589,7 @@ impl History {
         } = self;
         inserts.sort_by_key(|(at, _)| *at);
         let mut inserts = inserts.into_iter().peekable();
+        let messages = messages.into_inner().unwrap_or_default();
         let mut out = Vec::with_capacity(messages.len() + inserts.len());
         for (i, m) in messages.into_iter().enumerate() {
             while let Some((_, new)) = inserts.next_if(|(at, _)| *at == i) {
@@ -383,7 +606,7 @@ impl History {
 
 /// Lets go of an input message. Inside WebAssembly the instance is thrown
 /// away after the call, so freeing its strings one by one is wasted work.
-fn discard(m: Message) {
+fn discard(m: Option<Message>) {
     #[cfg(target_arch = "wasm32")]
     std::mem::forget(m);
     #[cfg(not(target_arch = "wasm32"))]
@@ -407,8 +630,36 @@ mod tests {
     fn result(id: &str) -> Message {
         Message::tool_result(id, "ok").with_id(format!("result-{id}"))
     }
-    fn ids(h: History) -> Vec<String> {
+    fn ids(h: History<'_>) -> Vec<String> {
         h.into_messages().into_iter().map(|m| m.id).collect()
+    }
+
+    #[test]
+    fn headers_link_results_to_their_calls_and_follow_changes() {
+        let mut h = History::for_test(vec![
+            user("u"),
+            call("c1"),
+            result("c1"),
+            call("c1"),
+            result("c1"),
+            result("c9"),
+        ]);
+        let answers: Vec<Option<u32>> = h.headers().iter().map(|x| x.answers).collect();
+        assert_eq!(answers, [None, None, Some(1), None, Some(3), None]);
+        assert_eq!(h.tool_callers(), [None, None, Some(1), None, Some(3), None]);
+        assert_eq!(h.headers()[1].tool_calls, 1);
+        assert_eq!(h.headers()[0].content_bytes, 1);
+        // A changed message's header is worked out again; its link stays.
+        h.message_mut(2).role = Role::User;
+        assert_eq!(h.header(2).role, Role::User);
+        assert_eq!(h.header(2).answers, Some(1));
+        assert_eq!(h.headers()[2].role, Role::Tool);
+        // A test on headers drops without reading a message.
+        h.retain_headers(|x| x.role != Role::Tool);
+        assert_eq!(
+            (0..h.len()).filter(|&i| h.is_kept(i)).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
     }
 
     #[test]

@@ -83,15 +83,53 @@
 //! a silent default. Processors without settings use [`NoConfig`], which
 //! accepts `{}` and refuses any key.
 //!
-//! # Cost
+//! # Cost, and the contract version
+//!
+//! The SDK speaks contract `agent-host:history@0.2.0` by default: the host
+//! keeps the history and sends the [`Header`]s (role, flags, token estimate,
+//! timestamp, which call a tool result answers, sizes) without any string;
+//! the first read of a whole message ([`History::messages`], [`History::get`],
+//! [`History::retain`], [`History::message_mut`], ...) fetches every message
+//! once. A processor that works on headers alone
+//! ([`History::headers`], [`History::header`], [`History::retain_headers`],
+//! [`History::keep_last_turns`], [`History::drop`]) pays for no text. With
+//! the feature `contract-0-1` the same code builds against 0.1.0, where the
+//! whole history is copied in up front; [`CONTRACT`] says which one a build
+//! speaks.
 //!
 //! Each call runs in a fresh instance that the host throws away afterwards, so
 //! the SDK never frees the input: dropping ten thousand messages one string at
 //! a time would be pure waste inside WebAssembly.
 
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+// A 0.2.0 component gets its history from the host: the paths that take one
+// whole serve only tests and 0.1.0.
+#![cfg_attr(
+    all(target_arch = "wasm32", not(feature = "contract-0-1")),
+    allow(dead_code)
+)]
 
+/// The generated bindings of the contract version this build speaks: 0.2.0
+/// unless the `contract-0-1` feature is on.
 #[doc(hidden)]
+#[cfg(not(feature = "contract-0-1"))]
+pub mod bindings {
+    // The generated code is not ours to lint or document.
+    #![allow(missing_docs, unsafe_code, clippy::all)]
+    wit_bindgen::generate!({
+        path: "../wit/v0.2.0",
+        world: "history-processor",
+        pub_export_macro: true,
+        export_macro_name: "__export_bindings",
+        // So that authors' tests can compare messages.
+        additional_derives: [PartialEq, Eq],
+    });
+}
+
+/// The generated bindings of the contract version this build speaks: 0.1.0
+/// with the `contract-0-1` feature.
+#[doc(hidden)]
+#[cfg(feature = "contract-0-1")]
 pub mod bindings {
     // The generated code is not ours to lint or document.
     #![allow(missing_docs, unsafe_code, clippy::all)]
@@ -104,6 +142,13 @@ pub mod bindings {
         additional_derives: [PartialEq, Eq],
     });
 }
+
+/// The version of the `agent-host:history` contract this build speaks.
+#[cfg(not(feature = "contract-0-1"))]
+pub const CONTRACT: &str = "0.2.0";
+/// The version of the `agent-host:history` contract this build speaks.
+#[cfg(feature = "contract-0-1")]
+pub const CONTRACT: &str = "0.1.0";
 
 mod error;
 mod history;
@@ -118,7 +163,7 @@ pub use bindings::agent_host::history::types::{
     Timestamp, ToolCall, Usage,
 };
 pub use error::{Error, Result};
-pub use history::History;
+pub use history::{Header, History};
 pub use host::{estimate_message_tokens, estimate_tokens, log};
 pub use message::{group_thousands, plural};
 
@@ -138,7 +183,7 @@ pub trait Processor {
 
     /// Edits `history` in place: drop, replace and insert messages. Whatever
     /// it leaves untouched is kept as it was.
-    fn process(history: &mut History, config: Self::Config) -> Result<()>;
+    fn process(history: &mut History<'_>, config: Self::Config) -> Result<()>;
 }
 
 /// A configuration with no settings: accepts `{}` (or none) and refuses any
@@ -185,7 +230,7 @@ macro_rules! export_processor {
 
                 fn process(
                     ctx: $crate::RunContext,
-                    history: ::std::vec::Vec<$crate::Message>,
+                    history: $crate::__private::Input<'_>,
                 ) -> ::core::result::Result<
                     ::std::vec::Vec<$crate::__private::Item>,
                     $crate::__private::WitError,
@@ -202,12 +247,12 @@ macro_rules! export_processor {
 /// What [`export_processor!`] expands to; not part of the API.
 #[doc(hidden)]
 pub mod __private {
+    use crate::Processor;
     pub use crate::bindings;
     pub use crate::bindings::agent_host::history::types::{
         Description, Error as WitError, Item, Replacement,
     };
     pub use crate::bindings::exports::agent_host::history::processor::Guest;
-    use crate::{History, Message, Processor, RunContext};
 
     /// The description the host asks for before the first call.
     pub fn describe<P: Processor>(name: &str, version: &str, summary: &str) -> Description {
@@ -221,14 +266,37 @@ pub mod __private {
         }
     }
 
+    /// What the host passes to `process`: the whole history in 0.1.0.
+    #[cfg(feature = "contract-0-1")]
+    pub type Input<'a> = Vec<crate::Message>;
+    /// What the host passes to `process`: a borrowed handle on the host's
+    /// history in 0.2.0.
+    #[cfg(not(feature = "contract-0-1"))]
+    pub type Input<'a> = &'a crate::bindings::agent_host::history::types::History;
+
     /// One call: parse the configuration, run the processor, answer with its
     /// edits.
+    #[cfg(feature = "contract-0-1")]
     pub fn process<P: Processor>(
-        ctx: RunContext,
-        messages: Vec<Message>,
+        ctx: crate::RunContext,
+        messages: Input<'_>,
     ) -> Result<Vec<Item>, WitError> {
         let config = crate::error::parse_config::<P::Config>(&ctx.config)?;
-        let mut history = History::new(ctx, messages);
+        let mut history = crate::History::new(ctx, messages);
+        P::process(&mut history, config)?;
+        Ok(history.into_items())
+    }
+
+    /// One call: parse the configuration, read the headers, run the
+    /// processor (which fetches texts only if it reads them), answer with
+    /// its edits.
+    #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
+    pub fn process<P: Processor>(
+        ctx: crate::RunContext,
+        input: Input<'_>,
+    ) -> Result<Vec<Item>, WitError> {
+        let config = crate::error::parse_config::<P::Config>(&ctx.config)?;
+        let mut history = crate::History::from_host(ctx, input);
         P::process(&mut history, config)?;
         Ok(history.into_items())
     }

@@ -44,7 +44,7 @@ fn inspect_shows_the_description_contract_hash_and_imports() {
         "{text}"
     );
     assert!(
-        text.contains("contract   agent-host:history@0.1.0"),
+        text.contains("contract   agent-host:history@0.2.0"),
         "{text}"
     );
     // Its example configuration, pretty-printed.
@@ -53,7 +53,7 @@ fn inspect_shows_the_description_contract_hash_and_imports() {
         "{text}"
     );
     assert!(
-        text.contains("  agent-host:history/types@0.1.0\n"),
+        text.contains("  agent-host:history/types@0.2.0\n"),
         "{text}"
     );
     assert!(
@@ -61,7 +61,7 @@ fn inspect_shows_the_description_contract_hash_and_imports() {
         "{text}"
     );
     assert!(
-        text.contains("exports:\n  agent-host:history/processor@0.1.0"),
+        text.contains("exports:\n  agent-host:history/processor@0.2.0"),
         "{text}"
     );
 }
@@ -125,7 +125,7 @@ fn inspect_json_is_one_object_and_the_second_load_hits_the_cache() {
     assert_eq!(report["version"], "0.1.0");
     assert_eq!(
         report["contract"],
-        serde_json::json!(["agent-host:history@0.1.0"])
+        serde_json::json!(["agent-host:history@0.2.0"])
     );
     assert_eq!(
         report["size_bytes"].as_u64(),

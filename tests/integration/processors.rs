@@ -8,7 +8,9 @@ use agent_host_core::{Message, Role};
 use agent_host_runtime::{Cause, FailurePolicy, Outcome, ProcessorOptions, RunInfo, RunOutcome};
 
 use crate::runtime::{runtime, sample};
-use crate::util::{STANDARD_PROCESSORS, corpus_histories, standard_processor};
+use crate::util::{
+    STANDARD_PROCESSORS, corpus_histories, standard_processor, standard_processor_v0_1,
+};
 
 /// The size budget of a standard processor.
 const MAX_BYTES: u64 = 300 * 1024;
@@ -418,6 +420,47 @@ fn building_a_folder_without_a_crate_says_what_to_do() {
         err.contains("no Cargo.toml") && err.contains("processor new"),
         "{err}"
     );
+}
+
+/// Issue 20: every standard processor built against contract 0.1.0 and
+/// against 0.2.0 (the SDK's default) gives the same output and the same
+/// report on every history of the corpus and the sample, in the same host.
+#[test]
+fn the_0_1_0_and_0_2_0_builds_agree_on_every_history() {
+    let info = RunInfo::default();
+    let histories: Vec<(String, Vec<Message>)> = corpus()
+        .iter()
+        .cloned()
+        .chain(std::iter::once(("sample".to_owned(), sample())))
+        .collect();
+    for name in STANDARD_PROCESSORS {
+        let options = ProcessorOptions::default;
+        let new = runtime()
+            .load_file(&standard_processor(name), options())
+            .unwrap_or_else(|e| panic!("{name} loads: {e:#}"));
+        let old = runtime()
+            .load_file(&standard_processor_v0_1(name), options())
+            .unwrap_or_else(|e| panic!("{name} (0.1.0) loads: {e:#}"));
+        assert_eq!(new.contract(), "0.2.0", "{name}");
+        assert_eq!(old.contract(), "0.1.0", "{name}");
+        for (label, h) in &histories {
+            let a = runtime().run(std::slice::from_ref(&new), &info, h.clone());
+            let b = runtime().run(std::slice::from_ref(&old), &info, h.clone());
+            assert_eq!(
+                a.reports[0].outcome, b.reports[0].outcome,
+                "{name} on {label}"
+            );
+            assert_eq!(a.reports[0].error, b.reports[0].error, "{name} on {label}");
+            assert_eq!(
+                a.reports[0].dropped, b.reports[0].dropped,
+                "{name} on {label}"
+            );
+            assert!(
+                a.messages == b.messages,
+                "{name} on {label}: the outputs differ"
+            );
+        }
+    }
 }
 
 /// The corpus, read once for the tests below.

@@ -77,28 +77,46 @@ pub const STANDARD_PROCESSORS: [&str; 9] = [
 
 /// The component of standard processor `name`, built once per test run by
 /// the README's command: `agent-host processor build processors --out-dir
-/// target/processors`.
+/// target/processors` (contract 0.2.0, the Rust SDK's default).
 pub fn standard_processor(name: &str) -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let dir = BUILT.get_or_init(|| {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let out = root.join("target/processors");
-        let output = agent_host()
-            .args(["processor", "build", "--quiet", "--out-dir"])
-            .arg(&out)
-            .arg(root.join("processors"))
-            // Its own target folder, whatever the host's build uses.
-            .env_remove("CARGO_TARGET_DIR")
-            .output()
-            .expect("agent-host starts");
-        assert!(
-            output.status.success(),
-            "building the standard processors failed:\n{}",
-            stderr(&output)
-        );
-        out
-    });
-    dir.join(format!("{name}.wasm"))
+    BUILT
+        .get_or_init(|| build_standard("target/processors", &[]))
+        .join(format!("{name}.wasm"))
+}
+
+/// The component of standard processor `name` built against contract
+/// 0.1.0 (`--features agent-host-guest/contract-0-1`), once per test run.
+pub fn standard_processor_v0_1(name: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            build_standard(
+                "target/processors-0.1.0",
+                &["--features", "agent-host-guest/contract-0-1"],
+            )
+        })
+        .join(format!("{name}.wasm"))
+}
+
+fn build_standard(out: &str, extra: &[&str]) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = root.join(out);
+    let output = agent_host()
+        .args(["processor", "build", "--quiet", "--out-dir"])
+        .arg(&out)
+        .args(extra)
+        .arg(root.join("processors"))
+        // Its own target folder, whatever the host's build uses.
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("agent-host starts");
+    assert!(
+        output.status.success(),
+        "building the standard processors failed:\n{}",
+        stderr(&output)
+    );
+    out
 }
 
 /// Every history in the corpus: each tau-bench trajectory and each Claude

@@ -1,7 +1,10 @@
-//! Each standard processor in the sandbox (end to end: instantiate, copy the
-//! history in, run, apply the edits, validate) next to the same Rust code run
-//! natively on the same history in the same run, plus the cost of cloning the
-//! history natively (the least any processor that receives a copy pays).
+//! Each standard processor in the sandbox (end to end: instantiate, hand the
+//! history over, run, apply the edits, validate), built against contract
+//! 0.2.0 (the history a resource read on demand) and against 0.1.0 (the
+//! whole history copied in), next to the same Rust code run natively on the
+//! same history in the same run, plus the cost of cloning the history
+//! natively (the least any processor that receives a copy pays), on
+//! histories of 100, 1,000 and 10,000 messages.
 //!
 //! `cargo bench -p agent-host --bench standard`
 //!
@@ -72,37 +75,23 @@ const CASES: [Case; 8] = [
     },
 ];
 
-/// The histories: the largest of each corpus source, and a synthetic one of
-/// 10,000 messages made of whole corpus conversations, with a fake API key in
-/// every 50th tool result so that redaction has work to do.
+/// The histories: 100, 1,000 and 10,000 messages of whole corpus
+/// conversations (each cut at a turn start), with a fake API key in every
+/// 50th tool result so that redaction has work to do.
 fn histories() -> Vec<(String, Vec<Message>)> {
     let corpus = util::corpus_histories();
-    if corpus.is_empty() {
+    let sources: Vec<Vec<Message>> = if corpus.is_empty() {
         eprintln!("no corpus: using the embedded sample only");
-        return vec![("sample".into(), sample_messages())];
-    }
-    let largest = |tau: bool| {
-        corpus
-            .iter()
-            .filter(|(name, _)| name.starts_with("tau-bench") == tau)
-            .max_by_key(|(_, h)| h.len())
-            .cloned()
-            .expect("a history")
+        vec![sample_messages()]
+    } else {
+        corpus.into_iter().map(|(_, h)| h).collect()
     };
-    let tau = largest(true);
-    let claude = largest(false);
     let mut synthetic: Vec<Message> = Vec::with_capacity(10_100);
-    while synthetic.len() < 10_000 {
-        for (_, h) in &corpus {
+    while synthetic.len() < 10_100 {
+        for h in &sources {
             synthetic.extend(h.iter().cloned());
         }
     }
-    // Whole conversations: cut at a turn start.
-    let cut = (0..=10_000)
-        .rev()
-        .find(|&i| synthetic[i].role == agent_host_core::Role::User)
-        .unwrap_or(10_000);
-    synthetic.truncate(cut);
     let key = format!("sk-proj-{}", "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ".repeat(2));
     for (i, m) in synthetic.iter_mut().enumerate() {
         m.id = format!("s{i}");
@@ -111,23 +100,20 @@ fn histories() -> Vec<(String, Vec<Message>)> {
         }
     }
     let counter = HeuristicCounter::default();
-    let mut out = vec![
-        (format!("tau-largest ({} msgs)", tau.1.len()), tau.1),
-        (
-            format!("claude-largest ({} msgs)", claude.1.len()),
-            claude.1,
-        ),
-        (format!("synthetic ({} msgs)", synthetic.len()), synthetic),
-    ];
-    for (_, h) in &mut out {
-        for m in h.iter() {
+    let mut out = Vec::new();
+    for size in [100, 1_000, 10_000] {
+        // Whole conversations: cut at the last turn start at or before `size`.
+        let cut = (0..=size)
+            .rev()
+            .find(|&i| synthetic[i].role == agent_host_core::Role::User)
+            .unwrap_or(size);
+        let history: Vec<Message> = synthetic[..cut].to_vec();
+        for m in &history {
             m.tokens(&counter);
         }
+        assert!(validate(&history).is_empty(), "the {size} history is valid");
+        out.push((format!("{} msgs", history.len()), history));
     }
-    assert!(
-        validate(&out[2].1).is_empty(),
-        "the synthetic history is valid"
-    );
     out
 }
 
@@ -232,20 +218,32 @@ fn bench_standard(c: &mut Criterion) {
             // Large histories in a noisy run: room to finish.
             options.limits.deadline = Duration::from_secs(10);
             options.limits.memory_bytes = 256 << 20;
-            let path = util::standard_processor(case.name);
+            let v0_2 = util::standard_processor(case.name);
+            let v0_1 = util::standard_processor_v0_1(case.name);
             let p = rt
-                .load_file(&path, options.clone())
+                .load_file(&v0_2, options.clone())
                 .expect("the processor loads");
             let p_pooled = pooled
-                .load_file(&path, options)
+                .load_file(&v0_2, options.clone())
                 .expect("the processor loads");
-            // Both do the same thing.
+            let old_pooled = pooled
+                .load_file(&v0_1, options)
+                .expect("the 0.1.0 build loads");
+            assert_eq!(p.contract(), "0.2.0");
+            assert_eq!(old_pooled.contract(), "0.1.0");
+            // All three do the same thing.
             let wasm = rt.run(std::slice::from_ref(&p), &info, history.clone());
             assert!(
                 wasm.reports[0].error.is_none(),
                 "{}: {:?}",
                 case.name,
                 wasm.reports[0].error
+            );
+            let old = pooled.run(std::slice::from_ref(&old_pooled), &info, history.clone());
+            assert_eq!(
+                wasm.messages, old.messages,
+                "{}: 0.2.0 and 0.1.0 agree",
+                case.name
             );
             let native = (case.native)(case.config, as_guest.clone()).expect("native runs");
             assert_eq!(
@@ -260,7 +258,7 @@ fn bench_standard(c: &mut Criterion) {
                 native.len(),
                 wasm.reports[0].replaced.len()
             );
-            group.bench_with_input(BenchmarkId::new("wasm", case.name), history, |b, h| {
+            group.bench_with_input(BenchmarkId::new("v0_2", case.name), history, |b, h| {
                 b.iter_batched(
                     || h.clone(),
                     |h| rt.run(std::slice::from_ref(&p), &info, h).messages,
@@ -268,7 +266,7 @@ fn bench_standard(c: &mut Criterion) {
                 )
             });
             group.bench_with_input(
-                BenchmarkId::new("wasm_pooling", case.name),
+                BenchmarkId::new("v0_2_pooling", case.name),
                 history,
                 |b, h| {
                     b.iter_batched(
@@ -276,6 +274,21 @@ fn bench_standard(c: &mut Criterion) {
                         |h| {
                             pooled
                                 .run(std::slice::from_ref(&p_pooled), &info, h)
+                                .messages
+                        },
+                        BatchSize::LargeInput,
+                    )
+                },
+            );
+            group.bench_with_input(
+                BenchmarkId::new("v0_1_pooling", case.name),
+                history,
+                |b, h| {
+                    b.iter_batched(
+                        || h.clone(),
+                        |h| {
+                            pooled
+                                .run(std::slice::from_ref(&old_pooled), &info, h)
                                 .messages
                         },
                         BatchSize::LargeInput,

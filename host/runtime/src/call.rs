@@ -144,6 +144,31 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Keeps a guest's log line (cut to [`MAX_LOG_LINE`] bytes), up to the
+    /// call's cap; counts the lines over it.
+    pub(crate) fn push_log(&mut self, level: &'static str, text: String) {
+        // A long line is copied out cut, so the guest's whole allocation is
+        // freed here rather than kept (truncating keeps the capacity).
+        let text = if text.len() > MAX_LOG_LINE {
+            let mut cut = MAX_LOG_LINE;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            format!("{} [cut]", &text[..cut])
+        } else {
+            text
+        };
+        tracing::debug!(processor = %self.name, level, "{text}");
+        if self.logs.len() >= self.max_log_lines {
+            self.logs_dropped = self.logs_dropped.saturating_add(1);
+            return;
+        }
+        self.logs.push(LogLine {
+            level: level.to_owned(),
+            text,
+        });
+    }
+
     pub(crate) fn wasi_parts(&mut self) -> (&mut WasiCtx, &mut ResourceTable) {
         let State {
             wasi,
@@ -179,26 +204,7 @@ impl bindings::agent_host::history::host::Host for State {
             Level::Warn => "warn",
             Level::Error => "error",
         };
-        // A long line is copied out cut, so the guest's whole allocation is
-        // freed here rather than kept (truncating keeps the capacity).
-        let text = if text.len() > MAX_LOG_LINE {
-            let mut cut = MAX_LOG_LINE;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            format!("{} [cut]", &text[..cut])
-        } else {
-            text
-        };
-        tracing::debug!(processor = %self.name, level, "{text}");
-        if self.logs.len() >= self.max_log_lines {
-            self.logs_dropped = self.logs_dropped.saturating_add(1);
-            return;
-        }
-        self.logs.push(LogLine {
-            level: level.to_owned(),
-            text,
-        });
+        self.push_log(level, text);
     }
 
     fn estimate_tokens(&mut self, text: String) -> u32 {

@@ -44,6 +44,7 @@ mod hook;
 mod limits;
 mod processor;
 mod report;
+mod v0_2;
 mod wasi;
 
 use std::path::{Path, PathBuf};
@@ -82,6 +83,7 @@ pub use processor::{
 
 use call::{Call, Sandbox, State, Ticker};
 pub use hook::{Hook, HookEvent, HookKind, HookOptions, HookOutcome};
+use processor::Bound;
 pub use report::{LogLine, Outcome, ProcessorReport, Replaced};
 pub use wasi::{Grants, Import, ImportUse};
 
@@ -369,11 +371,21 @@ impl Runtime {
 
         let (component, hash, compile) = self.compile(source, bytes)?;
 
+        // The contract version is the processor interface the component
+        // exports; each version links through its own bindings.
+        let v0_2 = component
+            .component_type()
+            .get_export(&self.sandbox.engine, v0_2::PROCESSOR_INTERFACE)
+            .is_some();
         let (imports, process) = self.contract(
             &component,
             source,
             Contract {
-                interface: bindings::PROCESSOR_INTERFACE,
+                interface: if v0_2 {
+                    v0_2::PROCESSOR_INTERFACE
+                } else {
+                    bindings::PROCESSOR_INTERFACE
+                },
                 function: "process",
                 who: "processors",
                 wasi: "closed unless granted",
@@ -387,9 +399,13 @@ impl Runtime {
             .any(|i| matches!(i.serves, ImportUse::Wasi { .. }));
 
         let mut linker = Linker::<State>::new(&self.sandbox.engine);
-        HistoryProcessor::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
-            .map_err(anyhow::Error::from)
-            .context("linking the host interface")?;
+        if v0_2 {
+            v0_2::HistoryProcessor::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+        } else {
+            HistoryProcessor::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+        }
+        .map_err(anyhow::Error::from)
+        .context("linking the host interface")?;
         if uses_wasi {
             wasi::add_to_linker(&mut linker, options.grants.clocks, options.grants.random)
                 .map_err(anyhow::Error::from)
@@ -399,14 +415,24 @@ impl Runtime {
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .with_context(|| format!("linking {source}"))?;
-        let pre = HistoryProcessorPre::new(pre)
-            .map_err(anyhow::Error::from)
-            .with_context(|| format!("linking {source}"))?;
+        let bound = if v0_2 {
+            Bound::V0_2 {
+                pre: v0_2::HistoryProcessorPre::new(pre)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("linking {source}"))?,
+            }
+        } else {
+            Bound::V0_1 {
+                pre: HistoryProcessorPre::new(pre)
+                    .map_err(anyhow::Error::from)
+                    .with_context(|| format!("linking {source}"))?,
+                process,
+            }
+        };
 
         let config: Arc<str> = options.config.as_deref().unwrap_or("{}").into();
         let mut processor = Processor {
-            pre,
-            process,
+            bound,
             source: source.to_owned(),
             hash,
             description: Description {
@@ -425,11 +451,26 @@ impl Runtime {
             load_time: Duration::ZERO,
         };
         let mut call = self.start_call(&processor);
-        let described = processor.pre.instantiate(&mut call.store).and_then(|b| {
-            call.instantiated = true;
-            b.agent_host_history_processor()
-                .call_describe(&mut call.store)
-        });
+        let described = match &processor.bound {
+            Bound::V0_1 { pre, .. } => pre.instantiate(&mut call.store).and_then(|b| {
+                call.instantiated = true;
+                b.agent_host_history_processor()
+                    .call_describe(&mut call.store)
+            }),
+            Bound::V0_2 { pre } => pre.instantiate(&mut call.store).and_then(|b| {
+                call.instantiated = true;
+                b.agent_host_history_processor()
+                    .call_describe(&mut call.store)
+                    .map(|d| wit::Description {
+                        name: d.name,
+                        version: d.version,
+                        summary: d.summary,
+                        config_schema: d.config_schema,
+                        config_example: d.config_example,
+                        reorders: d.reorders,
+                    })
+            }),
+        };
         match described {
             Ok(d) => {
                 if let Some(why) = oversized_description(
@@ -475,23 +516,21 @@ impl Runtime {
         )
     }
 
-    /// Calls one processor on `history` and returns its raw answer and the
-    /// call's deadline (which also bounds the host's work on the answer),
-    /// with the call's report filled in as far as the call goes.
-    fn call(
+    /// What the host tells a processor about a run over `history`, in
+    /// 0.1.0's shape (0.2.0's has the same fields), and each message's token
+    /// estimate; fills the report's `tokens_before`.
+    fn run_context(
         &self,
         p: &Processor,
         info: &RunInfo,
         history: &[Message],
         report: &mut ProcessorReport,
-    ) -> Result<(Vec<wit::Item>, Instant), Cause> {
+    ) -> (wit::RunContext, Vec<u32>) {
         let counter = &*self.config.counter;
         let mut usage = agent_host_core::Usage::default();
         let mut turn = 0u32;
         let mut total = 0u64;
-        // Borrowed, not copied: the strings go straight from the history
-        // into the guest's memory.
-        let wit_history: Vec<bindings::MessageIn<'_>> = history
+        let tokens: Vec<u32> = history
             .iter()
             .map(|m| {
                 if m.role == Role::User && !m.synthetic {
@@ -501,8 +540,9 @@ impl Runtime {
                     usage.input_tokens = usage.input_tokens.saturating_add(u.input_tokens);
                     usage.output_tokens = usage.output_tokens.saturating_add(u.output_tokens);
                 }
-                total += u64::from(m.tokens(counter));
-                bindings::message_in(m, counter)
+                let t = m.tokens(counter);
+                total += u64::from(t);
+                t
             })
             .collect();
         report.tokens_before = total;
@@ -518,21 +558,79 @@ impl Runtime {
             now: bindings::timestamp_to_wit(info.now),
             config: p.config.to_string(),
         };
+        (ctx, tokens)
+    }
+
+    /// Calls one processor on `history` and returns the history (given
+    /// back whatever happened), its raw answer and the call's deadline
+    /// (which also bounds the host's work on the answer), with the call's
+    /// report filled in as far as the call goes.
+    fn call(
+        &self,
+        p: &Processor,
+        info: &RunInfo,
+        history: Vec<Message>,
+        report: &mut ProcessorReport,
+    ) -> (Vec<Message>, Called) {
+        let (ctx, tokens) = self.run_context(p, info, &history, report);
         let mut call = self.start_call(p);
         let deadline = call.store.data().deadline;
-        let result = p
-            .pre
-            .instance_pre()
-            .instantiate(&mut call.store)
-            .and_then(|instance| {
-                call.instantiated = true;
-                instance.get_typed_func::<bindings::ProcessParams<'_>, bindings::ProcessResults>(
-                    &mut call.store,
-                    &p.process,
-                )
-            })
-            .and_then(|f| f.call(&mut call.store, (&ctx, &wit_history)))
-            .map(|(r,)| r);
+        let (history, result) = match &p.bound {
+            Bound::V0_1 { pre, process } => {
+                let counter = &*self.config.counter;
+                // Borrowed, not copied: the strings go straight from the
+                // history into the guest's memory.
+                let wit_history: Vec<bindings::MessageIn<'_>> = history
+                    .iter()
+                    .map(|m| bindings::message_in(m, counter))
+                    .collect();
+                let result = pre
+                    .instance_pre()
+                    .instantiate(&mut call.store)
+                    .and_then(|instance| {
+                        call.instantiated = true;
+                        instance.get_typed_func::<bindings::ProcessParams<'_>, bindings::ProcessResults>(
+                            &mut call.store,
+                            process,
+                        )
+                    })
+                    .and_then(|f| f.call(&mut call.store, (&ctx, &wit_history)))
+                    .map(|(r,)| r);
+                drop(wit_history);
+                (history, result)
+            }
+            Bound::V0_2 { pre } => {
+                // The history moves into the call's resource table and back
+                // out afterwards; the guest reads it through its handle.
+                let data = v0_2::HistoryData::new(history, tokens);
+                let handle = match call.store.data_mut().table.push(data) {
+                    Ok(handle) => handle,
+                    Err(e) => unreachable!("a fresh call's resource table has room: {e}"),
+                };
+                let rep = handle.rep();
+                let ctx = v0_2::run_context(ctx);
+                let result = pre
+                    .instantiate(&mut call.store)
+                    .and_then(|b| {
+                        call.instantiated = true;
+                        b.agent_host_history_processor().call_process(
+                            &mut call.store,
+                            &ctx,
+                            wasmtime::component::Resource::new_borrow(rep),
+                        )
+                    })
+                    .map(|r| match r {
+                        Ok(items) => Ok(items.into_iter().map(v0_2::item_v1).collect()),
+                        Err(v0_2::wit::Error::BadConfig(m)) => Err(wit::Error::BadConfig(m)),
+                        Err(v0_2::wit::Error::Failed(m)) => Err(wit::Error::Failed(m)),
+                    });
+                let history = match call.store.data_mut().table.delete(handle) {
+                    Ok(data) => data.into_messages(),
+                    Err(e) => unreachable!("the history stays in the table through the call: {e}"),
+                };
+                (history, result)
+            }
+        };
         report.time_ms = call.started.elapsed().as_secs_f64() * 1e3;
         let outcome = match result {
             Ok(Ok(items)) => Ok((items, deadline)),
@@ -541,7 +639,7 @@ impl Runtime {
             Err(e) => Err(call.classify(&p.options.limits, e)),
         };
         call.finish(report);
-        outcome
+        (history, outcome)
     }
 
     /// Runs `processors` in order over `history`. A processor that fails
@@ -559,7 +657,9 @@ impl Runtime {
         for p in processors {
             let mut report = ProcessorReport::new(p);
             report.messages_before = messages.len();
-            let cause = match self.call(p, info, &messages, &mut report) {
+            let (input, called) = self.call(p, info, messages, &mut report);
+            messages = input;
+            let cause = match called {
                 Err(cause) => cause,
                 Ok((items, deadline)) => {
                     let expired = || Instant::now() >= deadline;
@@ -608,6 +708,10 @@ impl Runtime {
     }
 }
 
+/// What one call gave: the raw answer and the call's deadline, or why there
+/// is none.
+type Called = Result<(Vec<wit::Item>, Instant), Cause>;
+
 /// Refuses a component's configuration that is not JSON, at load rather
 /// than at every call.
 fn check_config(source: &str, config: Option<&str>) -> Result<()> {
@@ -653,10 +757,11 @@ impl Runtime {
         let ty = component.component_type();
         let imports = wasi::audit(ty.imports(engine).map(|(name, _)| name)).map_err(|name| {
             anyhow!(
-                "{source} imports `{name}`, which agent-host cannot grant: {} may import {} and \
-                 WASI 0.2 ({})",
+                "{source} imports `{name}`, which agent-host cannot grant: {} may import {} or {} \
+                 and WASI 0.2 ({})",
                 contract.who,
                 bindings::HOST_INTERFACE,
+                v0_2::HOST_INTERFACE,
                 contract.wasi
             )
         })?;

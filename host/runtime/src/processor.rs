@@ -89,9 +89,8 @@ pub struct Description {
 /// A loaded, audited and pre-linked processor, ready to be called any
 /// number of times from any thread.
 pub struct Processor {
-    pub(crate) pre: HistoryProcessorPre<State>,
-    /// The `process` export, looked up once.
-    pub(crate) process: wasmtime::component::ComponentExportIndex,
+    /// The component linked through the bindings of its contract version.
+    pub(crate) bound: Bound,
     pub(crate) source: String,
     pub(crate) hash: String,
     pub(crate) description: Description,
@@ -103,7 +102,31 @@ pub struct Processor {
     pub(crate) load_time: Duration,
 }
 
+/// A processor's component, linked through the bindings of the contract
+/// version it exports: one module per version (`bindings` for 0.1.0,
+/// `v0_2` for 0.2.0).
+pub(crate) enum Bound {
+    /// `agent-host:history@0.1.0`: the history is copied in as a list.
+    V0_1 {
+        pre: HistoryProcessorPre<State>,
+        /// The `process` export, looked up once.
+        process: wasmtime::component::ComponentExportIndex,
+    },
+    /// `agent-host:history@0.2.0`: the history is a resource read on demand.
+    V0_2 {
+        pre: crate::v0_2::HistoryProcessorPre<State>,
+    },
+}
+
 impl Processor {
+    /// The version of the `agent-host:history` contract the processor
+    /// speaks (`0.1.0`, `0.2.0`), from the interface it exports.
+    pub fn contract(&self) -> &'static str {
+        match self.bound {
+            Bound::V0_1 { .. } => "0.1.0",
+            Bound::V0_2 { .. } => "0.2.0",
+        }
+    }
     /// The processor's name (from its description; the file name if empty).
     pub fn name(&self) -> &str {
         &self.description.name

@@ -75,10 +75,15 @@ pub(crate) fn audit<'a>(names: impl Iterator<Item = &'a str>) -> Result<Vec<Impo
 }
 
 fn classify(name: &str) -> Option<ImportUse> {
-    // `types` holds only type definitions; `host` the host's functions.
+    // `types` holds the type definitions (and, from 0.2.0, the history
+    // resource's methods); `host` the host's functions. Each version the
+    // host links; a component whose imports mix versions fails to link.
     for iface in ["agent-host:history/host@", "agent-host:history/types@"] {
         if let Some(rest) = name.strip_prefix(iface) {
-            return rest.starts_with("0.1.").then_some(ImportUse::Host);
+            return ["0.1.", "0.2."]
+                .iter()
+                .any(|v| rest.starts_with(v))
+                .then_some(ImportUse::Host);
         }
     }
     let (iface, version) = name.strip_prefix("wasi:")?.split_once('@')?;
@@ -357,8 +362,11 @@ mod tests {
             audit(["wasi:io/streams@0.2.0", "wasi:http/outgoing-handler@0.2.0"].into_iter()),
             Err("wasi:http/outgoing-handler@0.2.0".to_owned())
         );
-        // Another major version of the contract or of WASI is not ours to serve.
-        assert!(audit(["agent-host:history/host@0.2.0"].into_iter()).is_err());
+        // 0.2.0 is served beside 0.1.0; a version the host does not have, or
+        // another major version of WASI, is not ours to serve.
+        assert!(audit(["agent-host:history/host@0.2.0"].into_iter()).is_ok());
+        assert!(audit(["agent-host:history/types@0.2.0"].into_iter()).is_ok());
+        assert!(audit(["agent-host:history/host@0.3.0"].into_iter()).is_err());
         assert!(audit(["wasi:cli/environment@0.3.0"].into_iter()).is_err());
     }
 }

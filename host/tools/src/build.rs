@@ -29,6 +29,9 @@ pub struct BuildOptions {
     pub quiet: bool,
     /// Refuse, before building, a path that holds more than one processor.
     pub single: bool,
+    /// Cargo features to turn on (`--features`), such as
+    /// `agent-host-guest/contract-0-1` to build against contract 0.1.0.
+    pub features: Vec<String>,
 }
 
 /// One component written.
@@ -154,6 +157,9 @@ pub fn build(options: &BuildOptions) -> Result<Vec<Built>> {
     }
     for p in &chosen {
         cmd.arg("--package").arg(p.name.as_str());
+    }
+    if !options.features.is_empty() {
+        cmd.arg("--features").arg(options.features.join(","));
     }
     let mut child = cmd.spawn().context("cannot run cargo")?;
     let stdout = child.stdout.take().context("cargo's output")?;

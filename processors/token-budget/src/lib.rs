@@ -1,6 +1,7 @@
 //! `token-budget`: keeps the newest messages that fit in a token budget.
 //!
-//! Costs are the host's estimates ([`Message::tokens`]). System messages are
+//! Costs are the host's estimates ([`Header::tokens`]): the processor reads
+//! headers only, never a message's text. System messages are
 //! always kept and paid for first; then whole exchanges (a message with the
 //! tool results that answer it) are taken from the newest back, and the first
 //! one that does not fit ends the walk: everything older goes, so the output
@@ -18,7 +19,7 @@
 //!     --processor-config '{"tokens": 8000}'
 //! ```
 
-use agent_host_guest::{Error, History, Message, Processor, Result, Role, export_processor};
+use agent_host_guest::{Error, Header, History, Processor, Result, Role, export_processor};
 use serde::Deserialize;
 
 /// The configuration.
@@ -45,10 +46,10 @@ impl Processor for TokenBudget {
             Some(n) => n,
             None => u64::from(history.context().budget),
         };
-        let cut = fit(history.messages(), history.tool_callers(), budget);
+        let cut = fit(history.headers(), history.tool_callers(), budget);
         let mut dropped = 0;
         for i in 0..cut.start {
-            if history.messages()[i].role != Role::System {
+            if history.headers()[i].role != Role::System {
                 history.drop(i);
                 dropped += 1;
             }
@@ -77,7 +78,7 @@ struct Cut {
 }
 
 /// Finds the oldest index from which every non-system message fits.
-fn fit(messages: &[Message], callers: &[Option<usize>], budget: u64) -> Cut {
+fn fit(messages: &[Header], callers: &[Option<usize>], budget: u64) -> Cut {
     let system: u64 = messages
         .iter()
         .filter(|m| m.role == Role::System)
@@ -123,7 +124,7 @@ export_processor!(TokenBudget);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_host_guest::{ToolCall, testing};
+    use agent_host_guest::{Message, ToolCall, testing};
 
     fn m(role: Role, text: &str, tokens: u32) -> Message {
         let mut m = Message::new(role, text);

@@ -591,6 +591,7 @@ pub(crate) fn component_of(path: &Path, quiet: bool) -> anyhow::Result<PathBuf> 
         debug: false,
         quiet,
         single: true,
+        features: Vec::new(),
     })
     .map_err(|e| {
         ProcessorFailed(format!(

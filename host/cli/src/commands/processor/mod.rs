@@ -31,7 +31,8 @@ pub enum ProcessorCommand {
     #[command(after_help = "Examples:\n  \
         agent-host processor build                       # the crate in this folder\n  \
         agent-host processor build processors --out-dir target/processors\n  \
-        agent-host processor build processors -p filter  # one member of a workspace")]
+        agent-host processor build processors -p filter  # one member of a workspace\n  \
+        agent-host processor build processors --features agent-host-guest/contract-0-1  # contract 0.1.0")]
     Build {
         /// The crate or workspace folder (or its Cargo.toml).
         #[arg(default_value = ".")]
@@ -48,6 +49,11 @@ pub enum ProcessorCommand {
         /// Print nothing but errors.
         #[arg(long, short)]
         quiet: bool,
+        /// Cargo features to turn on, comma-separated
+        /// (`agent-host-guest/contract-0-1` builds Rust processors against
+        /// contract 0.1.0 instead of 0.2.0).
+        #[arg(long, value_delimiter = ',', value_name = "FEATURES")]
+        features: Vec<String>,
     },
     /// Create a new Rust processor crate that builds and passes its own test.
     #[command(after_help = "Example:\n  \
@@ -229,6 +235,7 @@ pub fn run(command: ProcessorCommand, out: &mut dyn Write) -> anyhow::Result<()>
             packages,
             debug,
             quiet,
+            features,
         } => {
             let built = build(&BuildOptions {
                 path,
@@ -237,6 +244,7 @@ pub fn run(command: ProcessorCommand, out: &mut dyn Write) -> anyhow::Result<()>
                 debug,
                 quiet,
                 single: false,
+                features,
             })?;
             if !quiet {
                 for b in &built {
