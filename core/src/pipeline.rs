@@ -237,7 +237,7 @@ pub fn compact(
         .expect("a view is made when asked for")
 }
 
-/// [`compact`], timing each step with `clock` (milliseconds from any
+/// [`compact()`], timing each step with `clock` (milliseconds from any
 /// start, never going back): the report's
 /// [`step_times`](PipelineReport::step_times) say where the time went.
 /// Core reads no clock of its own; the caller's may be `Instant`.

@@ -8,7 +8,7 @@
 //! when the store falls [`QUEUE`] writes behind, the newest are dropped
 //! with a warning (a record is an account of a request, not the log). A
 //! session's records are read from the store once, the first time this
-//! server needs them ([`Records::load`]), before its next record is
+//! server needs them (`Records::load`), before its next record is
 //! numbered: numbers go on from the newest stored.
 
 use std::collections::{HashMap, VecDeque};
