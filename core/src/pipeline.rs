@@ -224,17 +224,7 @@ pub fn compact(
     summarizer: Option<&dyn Summarizer>,
     now: DateTime<Utc>,
 ) -> Compaction {
-    let run = Run {
-        log,
-        hidden: 0,
-        checkpoint,
-        config,
-        counter,
-        clock: None,
-    };
-    run.compact(summarizer, now, true)
-        .into_compaction()
-        .expect("a view is made when asked for")
+    whole_run(log, checkpoint, config, counter, summarizer, now, None)
 }
 
 /// [`compact()`], timing each step with `clock` (milliseconds from any
@@ -250,13 +240,34 @@ pub fn compact_timed(
     now: DateTime<Utc>,
     clock: &dyn Fn() -> f64,
 ) -> Compaction {
+    whole_run(
+        log,
+        checkpoint,
+        config,
+        counter,
+        summarizer,
+        now,
+        Some(clock),
+    )
+}
+
+/// A [`Run`] over the whole of `log`, its view made.
+fn whole_run(
+    log: &[Message],
+    checkpoint: Option<&Checkpoint>,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    now: DateTime<Utc>,
+    clock: Option<&dyn Fn() -> f64>,
+) -> Compaction {
     let run = Run {
         log,
         hidden: 0,
         checkpoint,
         config,
         counter,
-        clock: Some(clock),
+        clock,
     };
     run.compact(summarizer, now, true)
         .into_compaction()

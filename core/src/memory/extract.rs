@@ -150,6 +150,19 @@ pub fn extract(
 /// A stable id: `f` and 32 hex digits over the scope, session, message and
 /// place.
 fn fact_id(scope: &Scope, session: Option<&str>, message: &str, place: usize) -> String {
+    derived_fact_id('f', scope, session, message, &(place as u64).to_le_bytes())
+}
+
+/// `letter` and 32 hex digits over the scope, the session, the message and
+/// `tail`: the ids of extracted facts (the offline extractor's and the
+/// model's, each with its letter).
+pub(super) fn derived_fact_id(
+    letter: char,
+    scope: &Scope,
+    session: Option<&str>,
+    message: &str,
+    tail: &[u8],
+) -> String {
     let mut key = Vec::new();
     for piece in [
         scope.user.as_str(),
@@ -161,15 +174,15 @@ fn fact_id(scope: &Scope, session: Option<&str>, message: &str, place: usize) ->
         key.extend_from_slice(&(piece.len() as u64).to_le_bytes());
         key.extend_from_slice(piece.as_bytes());
     }
-    key.extend_from_slice(&(place as u64).to_le_bytes());
+    key.extend_from_slice(tail);
     format!(
-        "f{:016x}{:016x}",
+        "{letter}{:016x}{:016x}",
         fnv(&key, 0xcbf2_9ce4_8422_2325),
         fnv(&key, 0x8422_2325_cbf2_9ce4)
     )
 }
 
-pub(super) fn fnv(bytes: &[u8], seed: u64) -> u64 {
+fn fnv(bytes: &[u8], seed: u64) -> u64 {
     bytes.iter().fold(seed, |hash, &b| {
         (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::extract::fnv;
+use super::extract::derived_fact_id;
 use super::{Fact, FactKind, Provenance, Scope};
 use crate::message::{Message, Role};
 
@@ -208,25 +208,11 @@ fn entries_of(answer: &str) -> Option<Vec<serde_json::Value>> {
 }
 
 /// A stable id: `m` and 32 hex digits over the scope, the session, the
-/// source message and the text.
+/// source message and the text (with its length, as the other pieces).
 fn model_fact_id(scope: &Scope, session: Option<&str>, message: &str, text: &str) -> String {
-    let mut key = Vec::new();
-    for piece in [
-        scope.user.as_str(),
-        scope.agent.as_str(),
-        scope.session.as_deref().unwrap_or(""),
-        session.unwrap_or(""),
-        message,
-        text,
-    ] {
-        key.extend_from_slice(&(piece.len() as u64).to_le_bytes());
-        key.extend_from_slice(piece.as_bytes());
-    }
-    format!(
-        "m{:016x}{:016x}",
-        fnv(&key, 0xcbf2_9ce4_8422_2325),
-        fnv(&key, 0x8422_2325_cbf2_9ce4)
-    )
+    let mut tail = (text.len() as u64).to_le_bytes().to_vec();
+    tail.extend_from_slice(text.as_bytes());
+    derived_fact_id('m', scope, session, message, &tail)
 }
 
 #[cfg(test)]
