@@ -220,6 +220,11 @@ pub struct RequestRecord {
     /// another upstream can read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The id of the Responses answer this request was given (a Responses
+    /// client's), once it is stored: the newest one is what
+    /// `previous_response_id` must name, after a restart too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
 }
 
 /// A request record as the dashboard lists it.
@@ -950,7 +955,10 @@ async fn prepare(
             observe::state_changed(state, &change);
         }
         if let Some(previous) = &previous
-            && let Some(newest) = state.latest.get(meta.id)
+            && let Some(newest) = state
+                .latest
+                .get(meta.id)
+                .or_else(|| state.records.newest_response(meta.id))
             && &newest != previous
         {
             return Err(ApiError::new(
@@ -1146,6 +1154,7 @@ fn outgoing(
                 error: None,
                 upstream: Some(upstream.name.clone()),
                 notes,
+                response: None,
             };
             let n = state.records.add(held.meta.id, record);
             out_headers.extend([
@@ -1634,6 +1643,7 @@ fn persist(
             .engine
             .store_exchange(&SessionRef::Id(session), pending.clone(), reply, CHANNEL)
             .await;
+        let mut answered = None;
         let (reply_id, outcome, error) = match stored {
             Ok((reply, meta)) => {
                 let mut messages = pending;
@@ -1646,6 +1656,7 @@ fn persist(
                     && let Some(response) = &out.response
                 {
                     state.latest.set(session, response.id.clone());
+                    answered = Some(response.id.clone());
                 }
                 match failure {
                     None => (reply.map(|m| m.id), "stored", None),
@@ -1664,6 +1675,7 @@ fn persist(
             r.upstream_status = status;
             r.usage = usage;
             r.reply = reply_id;
+            r.response = answered;
             r.outcome = outcome.to_owned();
             r.error = error.map(|e| shortened(e, 2048));
         });

@@ -164,6 +164,17 @@ impl Records {
             .and_then(|s| s.kept.iter().find(|r| r.n == n).cloned())
     }
 
+    /// The id of the newest Responses answer `session`'s records hold (read
+    /// by [`Records::load`] after a restart).
+    pub(crate) fn newest_response(&self, session: Uuid) -> Option<String> {
+        self.lock().get(&session).and_then(|s| {
+            s.kept
+                .iter()
+                .rev()
+                .find_map(|r| r.response.clone().filter(|_| r.outcome == "stored"))
+        })
+    }
+
     /// How many records each of `sessions` keeps: this server's count for
     /// the ones it has read, the store's for the others.
     pub(crate) async fn counts(&self, sessions: Vec<Uuid>) -> HashMap<Uuid, usize> {

@@ -1385,3 +1385,60 @@ async fn upstream_failures_reach_a_responses_client_in_its_shape() {
         .collect();
     assert_eq!(stored, ["user: hello", "user: again"], "{stored:?}");
 }
+
+/// The newest Responses answer of a session is kept with its request
+/// records: after a restart, continuing from an older response is still
+/// refused, and continuing from the newest still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_fork_is_refused_after_a_restart_too() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    let respond = |base: String, body: Value| async move {
+        let reply = reqwest::Client::new()
+            .post(format!("{base}/v1/responses"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = reply.status().as_u16();
+        (status, reply.json::<Value>().await.unwrap_or(Value::Null))
+    };
+    let (status, first) = respond(gateway.base.clone(), json!({"model": "m", "input": "Hi"})).await;
+    assert_eq!(status, 200, "{first}");
+    let first_id = first["id"].as_str().unwrap().to_owned();
+    let (status, second) = respond(
+        gateway.base.clone(),
+        json!({"model": "m", "input": "And?", "previous_response_id": first_id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    let second_id = second["id"].as_str().unwrap().to_owned();
+    // Wait until both answers are stored (the records say so).
+    let key = {
+        let listed: Value = reqwest::get(format!("{}/v1/sessions", gateway.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        listed["sessions"][0]["id"].as_str().unwrap().to_owned()
+    };
+    gateway.settle(&key).await;
+
+    let gateway = gateway.restart().await;
+    let (status, fork) = respond(
+        gateway.base.clone(),
+        json!({"model": "m", "input": "Or?", "previous_response_id": first_id}),
+    )
+    .await;
+    assert_eq!(status, 409, "{fork}");
+    assert!(
+        fork.to_string().contains(&second_id),
+        "the error names the newest response: {fork}"
+    );
+    let (status, third) = respond(
+        gateway.base.clone(),
+        json!({"model": "m", "input": "Then?", "previous_response_id": second_id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{third}");
+}
