@@ -280,6 +280,11 @@ const STATE: &str = ".state";
 const MEDIA: &str = "_media";
 const REQUESTS: &str = "_requests";
 
+/// The name of the request records' folder of session `id` at `loc`.
+fn requests_folder(loc: &Location, id: Uuid) -> String {
+    format!("{}{REQUESTS}-{id}", loc.name)
+}
+
 impl Location {
     /// The session's file with `suffix`, by its name in the agent's folder.
     fn file(&self, suffix: &str) -> String {
@@ -685,18 +690,20 @@ impl FileStore {
         (self.clock)()
     }
 
-    /// The session's `_requests` folder, `None` when it has none. A link
-    /// or anything but a folder in its place is [`StoreError::Refused`].
-    fn request_folder(&self, loc: &Location, ctx: &str) -> Result<Option<Folder>> {
+    /// The request records' folder of session `id` at `loc`, `None` when
+    /// it has none. A link or anything but a folder in its place is
+    /// [`StoreError::Refused`].
+    fn request_folder(&self, loc: &Location, id: Uuid, ctx: &str) -> Result<Option<Folder>> {
         let Some(dir) = self.open_folder(loc, ctx)? else {
             return Ok(None);
         };
-        match dir.folder(loc.file(REQUESTS)) {
+        let name = requests_folder(loc, id);
+        match dir.folder(&name) {
             Ok(records) => Ok(Some(records)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io_error(
                 &format!("{ctx}: cannot open"),
-                &loc.path(REQUESTS),
+                &loc.dir.join(&name),
                 e,
             )),
         }
@@ -1586,8 +1593,14 @@ impl FileStore {
         }
         dir.remove_tree_if_exists(loc.file(MEDIA))
             .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.media(), e))?;
-        dir.remove_tree_if_exists(loc.file(REQUESTS))
-            .map_err(|e| io_error(&format!("{ctx}: cannot delete"), &loc.path(REQUESTS), e))?;
+        let requests = requests_folder(loc, held.meta.meta.id);
+        dir.remove_tree_if_exists(&requests).map_err(|e| {
+            io_error(
+                &format!("{ctx}: cannot delete"),
+                &loc.dir.join(&requests),
+                e,
+            )
+        })?;
         sync_dir(dir, &loc.dir, ctx)
     }
 }
@@ -1903,48 +1916,62 @@ impl SessionStore for FileStore {
         })
     }
 
-    /// Each record is `<n>.json` in the session's `_requests` folder,
-    /// written under a temporary name and renamed over (never synced: a
-    /// crash may lose the newest), under the session's lock so that a
-    /// delete never races a write into a folder it removed.
+    /// Each record is `<n>.json` in the session's `<name>_requests-<id>`
+    /// folder (named by the session's id too: a session made later with
+    /// the same key never sees these), written under a temporary name and
+    /// renamed over, never synced (a crash may lose the newest). It holds
+    /// the session's lock shared, as reads do: a delete in this process
+    /// waits for it, and the session's kept files stay open for its appends.
     fn put_request_record(&self, session: Uuid, n: u64, body: &str, keep: usize) -> Result<()> {
         check_request_record(session, n, body)?;
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        self.exclusive(&SessionRef::Id(session), |held| {
-            let (dir, loc, ctx) = (&held.dir, held.loc, held.ctx);
-            let path = loc.path(REQUESTS);
-            let failed = |e| {
-                io_error(
-                    &format!("{ctx}: cannot write a request record in"),
-                    &path,
-                    e,
-                )
-            };
-            dir.create_folder(loc.file(REQUESTS)).map_err(failed)?;
-            let records = dir.folder(loc.file(REQUESTS)).map_err(failed)?;
-            let tmp = format!(
-                ".{n}.{}-{}.tmp",
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            );
-            let written = records
-                .open(&tmp, OpenAs::CreateNew)
-                .and_then(|mut out| out.write_all(body.as_bytes()))
-                .and_then(|()| records.rename(&tmp, format!("{n}.json")));
-            if let Err(e) = written {
-                let _ = records.remove_file(&tmp);
-                return Err(failed(e));
-            }
-            if let Some(old) = n.checked_sub(keep as u64).filter(|&old| old > 0) {
-                // Records are numbered one after another: the one that fell
-                // out of the newest `keep` is the only one to remove. Older
-                // ones (a smaller `keep` before) go when listed.
-                records
-                    .remove_file_if_exists(format!("{old}.json"))
-                    .map_err(failed)?;
-            }
-            Ok(())
-        })
+        let reference = SessionRef::Id(session);
+        let (loc, _) = self.find(&reference)?;
+        let lock = self.lock_for(&loc);
+        let _shared = lock.read().unwrap_or_else(PoisonError::into_inner);
+        let ctx = format!("session {session}");
+        let dir = self.folder_of(&loc, &ctx)?;
+        // Deleted while the lock was awaited: no records to keep.
+        let meta = dir
+            .exists(loc.file(META))
+            .map_err(|e| io_error(&format!("{ctx}: cannot read"), &loc.meta(), e))?;
+        if !meta {
+            return Err(StoreError::NotFound(reference));
+        }
+        let name = requests_folder(&loc, session);
+        let path = loc.dir.join(&name);
+        let failed = |e| {
+            io_error(
+                &format!("{ctx}: cannot write a request record in"),
+                &path,
+                e,
+            )
+        };
+        dir.create_folder(&name).map_err(failed)?;
+        let records = dir.folder(&name).map_err(failed)?;
+        let tmp = format!(
+            ".{n}.{}-{}.tmp",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let written = records
+            .open(&tmp, OpenAs::CreateNew)
+            .and_then(|mut out| out.write_all(body.as_bytes()))
+            .and_then(|()| records.rename(&tmp, format!("{n}.json")));
+        if let Err(e) = written {
+            let _ = records.remove_file(&tmp);
+            return Err(failed(e));
+        }
+        if let Some(old) = n.checked_sub(keep as u64).filter(|&old| old > 0) {
+            // Records are numbered one after another: the one that fell out
+            // of the newest `keep` is the only one to remove (ones a smaller
+            // `keep` left stay until the session is deleted; reads return
+            // the newest).
+            records
+                .remove_file_if_exists(format!("{old}.json"))
+                .map_err(failed)?;
+        }
+        Ok(())
     }
 
     fn request_records(&self, session: Uuid) -> Result<Vec<(u64, String)>> {
@@ -1952,8 +1979,8 @@ impl SessionStore for FileStore {
             return Ok(Vec::new());
         };
         let ctx = format!("session {session}");
-        let path = loc.path(REQUESTS);
-        let Some(records) = self.request_folder(&loc, &ctx)? else {
+        let path = loc.dir.join(requests_folder(&loc, session));
+        let Some(records) = self.request_folder(&loc, session, &ctx)? else {
             return Ok(Vec::new());
         };
         let mut found = Vec::new();
@@ -2007,8 +2034,9 @@ impl SessionStore for FileStore {
             return Ok(0);
         };
         let ctx = format!("session {session}");
-        match self.request_folder(&loc, &ctx)? {
-            Some(records) => Ok(request_record_names(&records, &loc.path(REQUESTS), &ctx)?.len()),
+        let path = loc.dir.join(requests_folder(&loc, session));
+        match self.request_folder(&loc, session, &ctx)? {
+            Some(records) => Ok(request_record_names(&records, &path, &ctx)?.len()),
             None => Ok(0),
         }
     }

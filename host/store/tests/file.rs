@@ -641,7 +641,7 @@ fn request_records_planted_in_the_store_are_read_with_care() {
     let id = store.get(&session).unwrap().unwrap().id;
     store.put_request_record(id, 1, r#"{"n": 1}"#, 10).unwrap();
     store.put_request_record(id, 2, r#"{"n": 2}"#, 10).unwrap();
-    let folder = files.media.with_file_name("chat_requests");
+    let folder = files.media.with_file_name(format!("chat_requests-{id}"));
     assert!(folder.join("1.json").is_file(), "{}", folder.display());
 
     // What no record is: garbage, a name that is no number's spelling, a
@@ -673,21 +673,17 @@ fn request_records_planted_in_the_store_are_read_with_care() {
     std::fs::create_dir(&away).unwrap();
     std::fs::remove_dir_all(&folder).unwrap();
     symlink(&away, &folder).unwrap();
-    assert_refused(
-        store.put_request_record(id, 7, "{}", 10),
-        "sessions/default/chat_requests",
-        "link",
-    );
-    assert_refused(
-        store.request_records(id),
-        "sessions/default/chat_requests",
-        "link",
-    );
+    let rel = format!("sessions/default/chat_requests-{id}");
+    assert_refused(store.put_request_record(id, 7, "{}", 10), &rel, "link");
+    assert_refused(store.request_records(id), &rel, "link");
     assert!(std::fs::read_dir(&away).unwrap().next().is_none());
 
-    // A delete takes the records with the session.
+    // A delete takes the records with the session, and a session made
+    // again with the same key has none of them.
     std::fs::remove_file(&folder).unwrap();
     store.put_request_record(id, 8, "{}", 10).unwrap();
     store.delete(&session).unwrap();
     assert!(!folder.exists());
+    let again = store.create(&keyed("chat")).unwrap();
+    assert!(store.request_records(again.id).unwrap().is_empty());
 }
