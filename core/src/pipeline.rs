@@ -224,35 +224,14 @@ pub fn compact(
     summarizer: Option<&dyn Summarizer>,
     now: DateTime<Utc>,
 ) -> Compaction {
-    whole_run(log, checkpoint, config, counter, summarizer, now, None)
+    compact_timed(log, checkpoint, config, counter, summarizer, now, None)
 }
 
-/// [`compact()`], timing each step with `clock` (milliseconds from any
-/// start, never going back): the report's
+/// [`compact()`], timing each step with `clock` when one is given
+/// (milliseconds from any start, never going back): the report's
 /// [`step_times`](PipelineReport::step_times) say where the time went.
 /// Core reads no clock of its own; the caller's may be `Instant`.
 pub fn compact_timed(
-    log: &[Message],
-    checkpoint: Option<&Checkpoint>,
-    config: &PipelineConfig,
-    counter: &dyn TokenCounter,
-    summarizer: Option<&dyn Summarizer>,
-    now: DateTime<Utc>,
-    clock: &dyn Fn() -> f64,
-) -> Compaction {
-    whole_run(
-        log,
-        checkpoint,
-        config,
-        counter,
-        summarizer,
-        now,
-        Some(clock),
-    )
-}
-
-/// A [`Run`] over the whole of `log`, its view made.
-fn whole_run(
     log: &[Message],
     checkpoint: Option<&Checkpoint>,
     config: &PipelineConfig,
@@ -928,7 +907,7 @@ mod tests {
             &counter,
             Some(&summarizer),
             now(),
-            &clock,
+            Some(&clock),
         );
         let steps: Vec<&str> = timed.report.step_times.iter().map(|t| t.step).collect();
         assert_eq!(
@@ -951,7 +930,7 @@ mod tests {
 
         // A log no stage changes is read, packed and made a view.
         let small = session(2);
-        let timed = compact_timed(&small, None, &config, &counter, None, now(), &clock);
+        let timed = compact_timed(&small, None, &config, &counter, None, now(), Some(&clock));
         let steps: Vec<&str> = timed.report.step_times.iter().map(|t| t.step).collect();
         assert_eq!(steps, ["read", "pack", "view"]);
     }

@@ -310,4 +310,11 @@ fn bad_serve_settings_are_refused_before_listening() {
         e.contains("AGENT_HOST_API_TOKEN") && e.contains("16"),
         "{e}"
     );
+    let e = serve(&[], &["--memory-user", " "]);
+    assert!(e.contains("--memory-user"), "{e}");
+    let e = serve(&[], &["--memory-extraction", "model"]);
+    assert!(
+        e.contains("--memory-extraction model needs --memory-user"),
+        "{e}"
+    );
 }

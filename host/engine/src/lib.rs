@@ -197,6 +197,24 @@ impl MemoryConfig {
             extraction_threshold: DEFAULT_EXTRACTION_THRESHOLD,
         }
     }
+
+    /// What this memory recalls for `text` said to `agent`: its user's
+    /// facts, within the retrieval limit and the token budget (blocking).
+    fn recall(
+        &self,
+        agent: &str,
+        text: &str,
+        counter: &HeuristicCounter,
+    ) -> Result<agent_host_core::memory::recall::Recall> {
+        let filter = agent_host_core::memory::Filter::user(self.user.clone()).agent(agent);
+        Ok(self.store.recall(
+            &filter,
+            text,
+            self.retrieval_limit,
+            self.recall_tokens,
+            counter,
+        )?)
+    }
 }
 
 impl Default for EngineConfig {
@@ -832,15 +850,7 @@ impl Engine {
             else {
                 return Ok(Some(agent_host_core::memory::recall::Recall::default()));
             };
-            let filter =
-                agent_host_core::memory::Filter::user(memory.user.clone()).agent(meta.agent);
-            Ok(Some(memory.store.recall(
-                &filter,
-                &text,
-                memory.retrieval_limit,
-                memory.recall_tokens,
-                &inner.counter,
-            )?))
+            Ok(Some(memory.recall(&meta.agent, &text, &inner.counter)?))
         })
         .await
     }
@@ -937,17 +947,7 @@ impl Engine {
         };
         let (agent, text) = (agent.to_owned(), text.to_owned());
         let recall = self
-            .blocking(move |inner| {
-                let filter =
-                    agent_host_core::memory::Filter::user(memory.user.clone()).agent(agent);
-                Ok(memory.store.recall(
-                    &filter,
-                    &text,
-                    memory.retrieval_limit,
-                    memory.recall_tokens,
-                    &inner.counter,
-                )?)
-            })
+            .blocking(move |inner| memory.recall(&agent, &text, &inner.counter))
             .await?;
         place_recall(&mut prepared.view, &recall);
         observer.event(&EngineEvent::MemoryRecalled {
@@ -1274,26 +1274,16 @@ impl Inner {
         let started = std::time::Instant::now();
         // Traced, each step is timed too (the request page shows where the
         // time went); untraced, no clock is read.
-        let mut compaction = if mode.trace {
-            pipeline::compact_timed(
-                log,
-                checkpoint,
-                &config,
-                &self.counter,
-                summarizer,
-                info.now,
-                &trace::step_clock(),
-            )
-        } else {
-            pipeline::compact(
-                log,
-                checkpoint,
-                &config,
-                &self.counter,
-                summarizer,
-                info.now,
-            )
-        };
+        let clock = trace::step_clock();
+        let mut compaction = pipeline::compact_timed(
+            log,
+            checkpoint,
+            &config,
+            &self.counter,
+            summarizer,
+            info.now,
+            mode.trace.then_some(&clock as &dyn Fn() -> f64),
+        );
         let pipeline_ms = started.elapsed().as_secs_f64() * 1000.0;
         let summarizer = llm.map(|s| s.calls());
         if let Some(checkpoint) = &mut compaction.checkpoint {

@@ -108,10 +108,7 @@ impl Records {
         }
         let with_stages = loaded.kept.len().saturating_sub(KEPT_DIFFS);
         for older in loaded.kept.range_mut(..with_stages) {
-            if !older.stages.is_empty() {
-                older.stages = Vec::new();
-                older.stages_forgotten = true;
-            }
+            forget_stages(older);
         }
         // Another request may have read them meanwhile: the first stays.
         self.lock().entry(session).or_insert(loaded);
@@ -300,12 +297,17 @@ fn forget_old_stages(kept: &mut VecDeque<RequestRecord>) -> Option<RequestRecord
         .len()
         .checked_sub(KEPT_DIFFS + 1)
         .and_then(|at| kept.get_mut(at))?;
-    if older.stages.is_empty() {
-        return None;
+    forget_stages(older).then(|| older.clone())
+}
+
+/// Empties `record`'s stages; whether it had any.
+fn forget_stages(record: &mut RequestRecord) -> bool {
+    if record.stages.is_empty() {
+        return false;
     }
-    older.stages = Vec::new();
-    older.stages_forgotten = true;
-    Some(older.clone())
+    record.stages = Vec::new();
+    record.stages_forgotten = true;
+    true
 }
 
 /// The writer thread: every queued record, in order, until the queue closes.

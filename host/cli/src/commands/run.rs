@@ -187,26 +187,16 @@ pub fn run(
     let now = chrono::Utc::now();
     let pipeline_started = Instant::now();
     // With a report asked for, each step is timed too.
-    let compaction = if args.report.is_some() {
-        pipeline::compact_timed(
-            &log,
-            checkpoint.as_ref(),
-            &config,
-            &counter,
-            Some(&summarizer),
-            now,
-            &trace::step_clock(),
-        )
-    } else {
-        pipeline::compact(
-            &log,
-            checkpoint.as_ref(),
-            &config,
-            &counter,
-            Some(&summarizer),
-            now,
-        )
-    };
+    let clock = trace::step_clock();
+    let compaction = pipeline::compact_timed(
+        &log,
+        checkpoint.as_ref(),
+        &config,
+        &counter,
+        Some(&summarizer),
+        now,
+        args.report.is_some().then_some(&clock as &dyn Fn() -> f64),
+    );
     let pipeline_ms = ms(pipeline_started.elapsed());
     let pipeline_report = pipeline_json(&compaction);
     // What each stage did, for the report (the dashboard's `/reports` shows it).
