@@ -8,7 +8,11 @@
 //! - the raw durable-write rate of the disk (write + fdatasync of a small
 //!   record, one thread): the baseline of every append figure;
 //! - appends per second (each acknowledged = fsynced) with 1, 16 and 256
-//!   concurrent clients, on distinct sessions and on one session: every
+//!   concurrent clients, on distinct sessions and on one session, in three
+//!   ways: the file store's journal with the sessions' waiting appends
+//!   handed to it in one call (as `agent-host serve` runs), the journal
+//!   with a store call per session (before), and an `fdatasync` of the log
+//!   per append (the baseline): every
 //!   cell is the median of `BENCH_ROUNDS` rounds (3 by default) run one
 //!   after the other (the raw rate too), and each ratio is of medians; the
 //!   rounds' own figures are printed first, with the machine's load
@@ -341,9 +345,12 @@ fn main() {
             // The store as `agent-host serve` opens it (group commit across
             // sessions), and the same store syncing each append's log: the
             // baseline, in the same run.
-            const MODES: [(&str, bool); 2] = [
-                ("group commit across sessions (as `serve`)", true),
-                ("fdatasync per append (baseline)", false),
+            // (name, the journal, appends of different sessions handed to
+            // the store together)
+            const MODES: [(&str, bool, bool); 3] = [
+                ("group commit, sessions' appends in one store call (as `serve`)", true, true),
+                ("group commit, a store call per session's appends (before)", true, false),
+                ("fdatasync per append (baseline)", false, false),
             ];
             println!("load average before: {}", load_average());
             // Per round: the raw rate, then per mode (distinct, one) per client count.
@@ -353,10 +360,18 @@ fn main() {
             for round in 1..=rounds {
                 fsync.push(raw_fsync_rate(dir.path(), seconds));
                 let mut line = format!("round {round}: raw {:.0}/s", fsync[round - 1]);
-                for (m, &(_, group_commit)) in MODES.iter().enumerate() {
+                for (m, &(_, group_commit, batch_appends)) in MODES.iter().enumerate() {
                     let mode_dir = tempfile::tempdir_in(dir.path()).unwrap();
-                    let run = start_on(mode_dir.path(), ServerConfig::default(), group_commit).await;
-                    line.push_str(if group_commit { "; group" } else { "; per append" });
+                    let config = ServerConfig {
+                        batch_appends,
+                        ..ServerConfig::default()
+                    };
+                    let run = start_on(mode_dir.path(), config, group_commit).await;
+                    line.push_str(match (group_commit, batch_appends) {
+                        (true, true) => "; batched",
+                        (true, false) => "; group",
+                        _ => "; per append",
+                    });
                     for (c, &clients) in CLIENTS.iter().enumerate() {
                         let d = append_rate(&run, clients, true, seconds).await;
                         let o = append_rate(&run, clients, false, seconds).await;
@@ -383,7 +398,7 @@ fn main() {
                     format!("{:.0} us", median(&cpu))
                 }
             };
-            for (m, (name, _)) in MODES.iter().enumerate() {
+            for (m, (name, _, _)) in MODES.iter().enumerate() {
                 println!();
                 println!("{name}:");
                 println!("| clients | distinct sessions: appends/s | x one client | CPU per append | one session: appends/s | x one client | CPU per append |");

@@ -6,7 +6,7 @@
 //! nobody holds it; the next request loads it again.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_host_api::ContextReport;
@@ -278,16 +278,7 @@ impl HotSession {
                     meta
                 },
             );
-            // The last request gets the result itself, the others copies
-            // that keep what they act on.
-            let mut acks = acks;
-            let last = acks.pop();
-            for ack in acks {
-                let _ = ack.send(copy(&result));
-            }
-            if let Some(ack) = last {
-                let _ = ack.send(result);
-            }
+            answer(acks, result);
         }
     }
 
@@ -326,9 +317,234 @@ impl std::error::Error for SameFailure {}
 #[derive(Default)]
 pub struct HotSessions {
     sessions: Mutex<HashMap<Uuid, Arc<HotSession>>>,
+    /// The writer of appends across sessions, for a store that appends
+    /// several sessions together; started by the first append.
+    committer: Mutex<Committing>,
+}
+
+/// The committer's state: not started yet, running, or finished (the
+/// server is stopping: appends go the per-session way).
+#[derive(Default)]
+struct Committing {
+    running: Option<Committer>,
+    finished: bool,
+}
+
+/// Threads of their own that take every append waiting, whatever its
+/// session, and hand them to the store in one call
+/// ([`SessionStore::append_many`]): the file store's journal makes them
+/// durable with one `fdatasync`. A request only queues its append and
+/// waits for its answer: no blocking-pool thread per append, no thread
+/// parked per append in the journal. While one thread waits for its
+/// batch's sync, the next takes what arrived meanwhile and writes it, so
+/// the journal's next group is ready when the sync ends.
+struct Committer {
+    jobs: std::sync::mpsc::Sender<Job>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// One request's append, waiting for the committer.
+struct Job {
+    hot: Arc<HotSession>,
+    session: Uuid,
+    messages: Vec<Message>,
+    ack: Ack,
+}
+
+/// The most requests one store call carries; the rest wait for the next.
+const MAX_JOBS: usize = 512;
+
+/// How many batches may be under way at once (one syncing, the others
+/// written and waiting for the next group).
+const COMMIT_THREADS: usize = 4;
+
+impl Committer {
+    fn start(store: Arc<dyn SessionStore>) -> std::io::Result<Committer> {
+        let (jobs, waiting) = std::sync::mpsc::channel::<Job>();
+        let waiting = Arc::new(Mutex::new(waiting));
+        let mut threads = Vec::with_capacity(COMMIT_THREADS);
+        for n in 0..COMMIT_THREADS {
+            let (store, waiting) = (Arc::clone(&store), Arc::clone(&waiting));
+            let thread = std::thread::Builder::new()
+                .name(format!("agent-host-commit-{n}"))
+                .spawn(move || {
+                    loop {
+                        let batch = {
+                            let waiting = waiting.lock().unwrap_or_else(PoisonError::into_inner);
+                            let Ok(first) = waiting.recv() else {
+                                return;
+                            };
+                            let mut batch = vec![first];
+                            batch.extend(waiting.try_iter().take(MAX_JOBS - 1));
+                            batch
+                        };
+                        commit(&*store, batch);
+                    }
+                })?;
+            threads.push(thread);
+        }
+        Ok(Committer { jobs, threads })
+    }
+}
+
+/// One session's appends in a batch, in the order they arrived.
+struct Group {
+    hot: Arc<HotSession>,
+    session: Uuid,
+    messages: Vec<Message>,
+    acks: Vec<Ack>,
+}
+
+/// Appends `batch` in one store call: each session's requests together, in
+/// their order, each answered with its session's result.
+fn commit(store: &dyn SessionStore, batch: Vec<Job>) {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut at: HashMap<Uuid, usize> = HashMap::new();
+    for job in batch {
+        match at.get(&job.session) {
+            Some(&g) => {
+                groups[g].messages.extend(job.messages);
+                groups[g].acks.push(job.ack);
+            }
+            None => {
+                at.insert(job.session, groups.len());
+                groups.push(Group {
+                    hot: job.hot,
+                    session: job.session,
+                    messages: job.messages,
+                    acks: vec![job.ack],
+                });
+            }
+        }
+    }
+    let items: Vec<(SessionRef, &[Message])> = groups
+        .iter()
+        .map(|g| (SessionRef::Id(g.session), g.messages.as_slice()))
+        .collect();
+    let results =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append_many(&items)));
+    drop(items);
+    let results = match results {
+        Ok(results) if results.len() == groups.len() => results,
+        _ => {
+            tracing::error!("the store's append of {} sessions failed", groups.len());
+            let failed = || {
+                Err(StoreError::Backend {
+                    context: "the append was not carried out".into(),
+                    source: "the store's writer failed".into(),
+                })
+            };
+            groups.iter().map(|_| failed()).collect()
+        }
+    };
+    for (group, result) in groups.into_iter().zip(results) {
+        let Group {
+            hot,
+            messages,
+            acks,
+            ..
+        } = group;
+        let result = result.map(|Appended { before, meta }| {
+            hot.queue(before, meta.version(), messages);
+            meta
+        });
+        answer(acks, result);
+    }
+}
+
+/// Sends `result` to every request of a group: the last gets it, the others
+/// copies that keep what they act on.
+fn answer(mut acks: Vec<Ack>, result: Result<SessionMeta, StoreError>) {
+    let last = acks.pop();
+    for ack in acks {
+        let _ = ack.send(copy(&result));
+    }
+    if let Some(ack) = last {
+        let _ = ack.send(result);
+    }
 }
 
 impl HotSessions {
+    /// Appends `messages` to the session `id` (held as `hot`) durably, as
+    /// one whole, and returns the metadata after the write that carried
+    /// them. With a store that appends several sessions together, through
+    /// the committer (group commit across sessions); else grouped with the
+    /// session's other waiting appends ([`HotSession::append`]).
+    pub async fn append(
+        &self,
+        hot: &Arc<HotSession>,
+        store: &Arc<dyn SessionStore>,
+        id: Uuid,
+        messages: Vec<Message>,
+    ) -> Result<SessionMeta, StoreError> {
+        if !store.appends_together() {
+            return hot.append(store, id, messages).await;
+        }
+        let (ack, done) = oneshot::channel();
+        let job = Job {
+            hot: Arc::clone(hot),
+            session: id,
+            messages,
+            ack,
+        };
+        match self.queue_commit(store, job) {
+            Ok(()) => done.await.unwrap_or_else(|_| {
+                Err(StoreError::Backend {
+                    context: format!("session {id}: the append was not carried out"),
+                    source: "the writer stopped".into(),
+                })
+            }),
+            Err(job) => hot.append(store, id, job.messages).await,
+        }
+    }
+
+    /// Hands `job` to the committer, started if it is not running; gives
+    /// it back once the committer is finished or cannot start.
+    fn queue_commit(&self, store: &Arc<dyn SessionStore>, job: Job) -> Result<(), Job> {
+        let mut committing = self.committer.lock().expect("committer lock");
+        if committing.finished {
+            return Err(job);
+        }
+        let job = match &committing.running {
+            Some(committer) => match committer.jobs.send(job) {
+                Ok(()) => return Ok(()),
+                // Its thread is gone: start another.
+                Err(std::sync::mpsc::SendError(job)) => job,
+            },
+            None => job,
+        };
+        match Committer::start(Arc::clone(store)) {
+            Ok(committer) => {
+                let sent = committer.jobs.send(job).map_err(|e| e.0);
+                committing.running = Some(committer);
+                sent
+            }
+            Err(e) => {
+                tracing::warn!("cannot start the commit threads: {e}; appending per session");
+                Err(job)
+            }
+        }
+    }
+
+    /// Stops the committer once every append handed to it is written (the
+    /// server is stopping: later appends go the per-session way), so that
+    /// it lets go of the store.
+    pub fn finish(&self) {
+        let running = {
+            let mut committing = self.committer.lock().expect("committer lock");
+            committing.finished = true;
+            committing.running.take()
+        };
+        if let Some(Committer { jobs, threads }) = running {
+            drop(jobs);
+            for thread in threads {
+                if thread.join().is_err() {
+                    tracing::error!("a commit thread panicked");
+                }
+            }
+        }
+    }
+
     /// The session `id`, loaded into memory if it was not.
     pub fn get(&self, id: Uuid) -> Arc<HotSession> {
         let hot = Arc::clone(

@@ -129,6 +129,12 @@ pub struct ServerConfig {
     /// page); on by default. Off spares each request the comparison of
     /// every stage's input with its output.
     pub request_stages: bool,
+    /// Whether appends to different sessions are handed to the store
+    /// together when it can make them durable with one write (the file
+    /// store's journal; see `hot.rs`); on by default. Off, each session's
+    /// appends are written by a call of their own (the benchmark's
+    /// baseline).
+    pub batch_appends: bool,
     /// The long-term memory `/v1/memory` serves (none: those routes say
     /// the server keeps none).
     pub memory: Option<Arc<agent_host_store::memory::MemoryStore>>,
@@ -151,6 +157,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(10),
             anonymous: gateway::Anonymous::default(),
             request_stages: true,
+            batch_appends: true,
             memory: None,
             upstreams: Vec::new(),
         }
@@ -291,7 +298,11 @@ impl Server {
         sweeper.abort();
         let grace = self.state.config.shutdown_grace;
         let records = Arc::clone(&self.state);
-        tokio::task::spawn_blocking(move || records.records.finish(grace)).await?;
+        tokio::task::spawn_blocking(move || {
+            records.hot.finish();
+            records.records.finish(grace)
+        })
+        .await?;
         match Arc::try_unwrap(self.state) {
             Ok(state) => state.hooks.drain(grace).await,
             Err(_) => tracing::debug!("requests still hold the state; hooks not drained"),

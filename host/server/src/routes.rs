@@ -538,9 +538,15 @@ pub(crate) async fn append_messages(
             .await?
         }
         None => {
-            let hot = state.hot.get(view.id);
-            hot.append(state.engine.store(), view.id, messages.clone())
-                .await?
+            let (hot, store) = (state.hot.get(view.id), state.engine.store());
+            if state.config.batch_appends {
+                state
+                    .hot
+                    .append(&hot, store, view.id, messages.clone())
+                    .await?
+            } else {
+                hot.append(store, view.id, messages.clone()).await?
+            }
         }
     };
     let session = observe::saved(&state, &meta, messages, channel);

@@ -72,13 +72,17 @@ async fn start_with(config: ServerConfig, engine_config: EngineConfig) -> Runnin
     start_in(tempfile::tempdir().unwrap(), config, engine_config).await
 }
 
-/// A server on the file store in `dir`.
+/// A server on the file store in `dir`, opened as `agent-host serve` opens
+/// it (group commit across sessions).
 async fn start_in(
     dir: tempfile::TempDir,
     config: ServerConfig,
     engine_config: EngineConfig,
 ) -> Running {
-    let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let files = FileStore::open(dir.path())
+        .and_then(FileStore::with_group_commit)
+        .unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(files);
     let engine = Engine::new(engine_config, store.clone(), &|_: &str| None).unwrap();
     let server = Server::new(engine, config).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -506,6 +510,63 @@ async fn paging_while_sessions_are_created() {
         "{} sessions were skipped",
         missing.len()
     );
+    Arc::into_inner(s).unwrap().stop().await;
+}
+
+/// 24 writers on 8 sessions, 40 appends each, all at once: the server hands
+/// the sessions' appends to the store together (one journal write for
+/// several sessions); every message is stored exactly once, in its
+/// session, in the order its writer sent them, and each answer counts what
+/// its session held then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_on_distinct_sessions() {
+    let s = Arc::new(start(ServerConfig::default()).await);
+    for k in 0..8 {
+        s.post("/v1/sessions", json!({"key": format!("s{k}")}))
+            .await;
+    }
+    let writers = (0..24).map(|w| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut counts = Vec::new();
+            for i in 0..40 {
+                let (status, v) = s
+                    .post(
+                        &format!("/v1/sessions/s{}/messages", w % 8),
+                        json!({"format": "jsonl", "messages": [{"type": "user", "id": format!("w{w}-{i}"), "content": format!("{w} {i}")}]}),
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::CREATED, "{v}");
+                assert_eq!(v["ids"], json!([format!("w{w}-{i}")]));
+                counts.push(v["session"]["message_count"].as_u64().unwrap());
+            }
+            counts
+        })
+    });
+    for writer in futures_util::future::join_all(writers).await {
+        let counts = writer.unwrap();
+        assert!(counts.is_sorted(), "a session only grows: {counts:?}");
+    }
+    for k in 0..8 {
+        let (_, all) = s.get(&format!("/v1/sessions/s{k}/messages")).await;
+        let ids: Vec<&str> = all["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 120, "session s{k}");
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 120);
+        let mut next: HashMap<usize, usize> = HashMap::new();
+        for id in ids {
+            let (w, i) = id[1..].split_once('-').unwrap();
+            let (w, i): (usize, usize) = (w.parse().unwrap(), i.parse().unwrap());
+            assert_eq!(w % 8, k, "{id} is in its writer's session");
+            let expected = next.entry(w).or_insert(0);
+            assert_eq!(i, *expected, "writer {w}'s messages in order");
+            *expected += 1;
+        }
+    }
     Arc::into_inner(s).unwrap().stop().await;
 }
 

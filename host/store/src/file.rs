@@ -35,7 +35,12 @@
 //! `fdatasync` of the journal acknowledges every append waiting at that
 //! moment, whatever their sessions. The logs are synced when the journal
 //! wraps and before a clear or delete; a journal whose process is gone is
-//! replayed by the next open. See `file/journal.rs`.
+//! replayed by the next open. See `file/journal.rs`. With it,
+//! [`SessionStore::append_many`] takes several sessions' appends in one
+//! call: each is written to its log under its session's lock (taken in one
+//! order by every caller), all are journaled as one group, and the locks
+//! are let go once it is durable: what the server's commit threads call,
+//! with no thread waiting per append.
 //!
 //! An append does not touch the metadata file. Its count and `updated` go to
 //! `<name>.state`, a fixed-size record (magic, version, the session's id, the
@@ -149,8 +154,8 @@ use super::names::file_name;
 use super::records::{self, Finding, FindingKind, SidecarIndex};
 use super::{
     Appended, History, NewSession, Opened, PageRequest, Result, SessionMeta, SessionPage,
-    SessionRef, SessionStore, StoreError, StoreWarning, Tail, TailStart, add_channels,
-    check_request_record, error_chain, page_of,
+    SessionRef, SessionStore, SessionVersion, StoreError, StoreWarning, Tail, TailStart,
+    add_channels, check_request_record, error_chain, page_of,
 };
 
 mod files;
@@ -178,6 +183,29 @@ type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 /// The most sessions that keep their files open between appends, however
 /// many files the process may open (see [`kept_limit`]).
 const MAX_KEPT: usize = 1024;
+
+/// An append written to a kept log, not durable yet: what
+/// [`FileStore::finish_kept`] needs once it is.
+#[cfg(unix)]
+struct KeptWrite {
+    /// The session's version before the write.
+    before: SessionVersion,
+    /// Where the write began in the log.
+    end: u64,
+    /// How many messages it holds.
+    count: u64,
+}
+
+/// An append's lines, each checked as the store takes it.
+fn encode_lines(session: &SessionRef, messages: &[Message]) -> Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(messages.len() * 512);
+    for (i, message) in messages.iter().enumerate() {
+        let start = buf.len();
+        jsonl::write_line(message, &mut buf);
+        crate::storable(session, i, message, &buf[start..buf.len() - 1])?;
+    }
+    Ok(buf)
+}
 
 /// One session's lock in this process (readers share it, a writer holds it
 /// alone), with the files its last append kept open.
@@ -1103,7 +1131,40 @@ impl FileStore {
         messages: &[Message],
         buf: &[u8],
     ) -> Result<Option<Appended>> {
-        let count = messages.len() as u64;
+        let Some(written) = self.write_kept(open, session, messages, buf)? else {
+            return Ok(None);
+        };
+        let durable = self.make_durable(
+            &open.log,
+            open.log_stamp.file_id(),
+            open.meta.meta.id,
+            written.end,
+            buf,
+        );
+        if let Err(e) = durable {
+            // Never leave half a turn for the next append to glue onto.
+            let _ = cut(&open.log, written.end);
+            let path = open.loc.log();
+            return Err(io_error(
+                &format!("session {session}: cannot append to"),
+                &path,
+                e,
+            ));
+        }
+        Ok(Some(self.finish_kept(open, written, buf.len())))
+    }
+
+    /// The first half of [`FileStore::append_kept`]: the checks, the lock
+    /// and the write of `buf` to the log, not synced. `Ok(None)` when
+    /// something changed.
+    #[cfg(unix)]
+    fn write_kept(
+        &self,
+        open: &mut OpenLog,
+        session: &SessionRef,
+        messages: &[Message],
+        buf: &[u8],
+    ) -> Result<Option<KeptWrite>> {
         if !session.matches(&open.meta.meta) || open.meta.meta.lacks_channels_of(messages) {
             return Ok(None);
         }
@@ -1119,31 +1180,150 @@ impl FileStore {
         if !unchanged {
             return Ok(None);
         }
-        let before = open.meta.meta.version();
         let end = open.log_stamp.len;
-        let id = open.meta.meta.id;
-        let written = (&open.log)
-            .write_all(buf)
-            .and_then(|()| self.make_durable(&open.log, open.log_stamp.file_id(), id, end, buf));
-        if let Err(e) = written {
-            // Never leave half a turn for the next append to glue onto.
+        if let Err(e) = (&open.log).write_all(buf) {
             let _ = cut(&open.log, end);
             return Err(failed("cannot append to", &open.loc.log(), e));
         }
-        open.log_stamp.len = end + buf.len() as u64;
+        Ok(Some(KeptWrite {
+            before: open.meta.meta.version(),
+            end,
+            count: messages.len() as u64,
+        }))
+    }
+
+    /// The second half, once the write is durable: the kept metadata and
+    /// the state record brought up to date.
+    #[cfg(unix)]
+    fn finish_kept(&self, open: &mut OpenLog, written: KeptWrite, len: usize) -> Appended {
+        open.log_stamp.len = written.end + len as u64;
         let meta = &mut open.meta.meta;
-        meta.message_count += count;
+        meta.message_count += written.count;
         meta.updated = meta.updated.max(self.now());
         // The messages are durable: a failed refresh only delays the count,
         // which the next load reconciles from the log.
         if let Err(e) = overwrite_state(&open.state, meta, false) {
-            let e = failed("cannot write the state record", &open.loc.state(), e);
+            let path = open.loc.state();
+            let e = io_error(
+                &format!("session {}: cannot write the state record", meta.id),
+                &path,
+                e,
+            );
             tracing::warn!("{}", error_chain(&e));
         }
-        Ok(Some(Appended {
-            before,
+        Appended {
+            before: written.before,
             meta: meta.clone(),
-        }))
+        }
+    }
+
+    /// [`SessionStore::append_many`] through the journal: every item whose
+    /// session keeps its files open is written to its log under its lock,
+    /// all of them are journaled as one group, and the locks are released
+    /// once it is durable. The other items (a session's first append, a new
+    /// channel, a second item of one session, an append too large for a
+    /// record) go the single way after, in their order.
+    #[cfg(unix)]
+    fn append_journaled(
+        &self,
+        journal: &journal::Journal,
+        items: &[(SessionRef, &[Message])],
+    ) -> Vec<Result<Appended>> {
+        let mut results: Vec<Option<Result<Appended>>> = items.iter().map(|_| None).collect();
+        let mut lines = vec![Vec::new(); items.len()];
+        let mut kept = Vec::new();
+        for (i, (session, messages)) in items.iter().enumerate() {
+            match encode_lines(session, messages) {
+                Ok(buf) => {
+                    if !messages.is_empty()
+                        && buf.len() <= journal::MAX_RECORD
+                        && let Some(lock) = self.kept_lock(session)
+                    {
+                        kept.push((i, lock));
+                    }
+                    lines[i] = buf;
+                }
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        // One order of taking locks for every caller (no two batches wait
+        // on each other), and one write per session in a batch.
+        kept.sort_by_key(|(i, lock)| (Arc::as_ptr(lock) as usize, *i));
+        kept.dedup_by_key(|(_, lock)| Arc::as_ptr(lock) as usize);
+        let mut held = Vec::with_capacity(kept.len());
+        for (i, lock) in &kept {
+            let mut slot = lock.write().unwrap_or_else(PoisonError::into_inner);
+            let Some(open) = slot.open.as_deref_mut() else {
+                continue;
+            };
+            let (session, messages) = &items[*i];
+            match self.write_kept(open, session, messages, &lines[*i]) {
+                Ok(Some(written)) => held.push((*i, slot, written)),
+                Ok(None) => {
+                    let _ = open.log.unlock();
+                    slot.open = None;
+                }
+                Err(e) => {
+                    let _ = open.log.unlock();
+                    slot.open = None;
+                    results[*i] = Some(Err(e));
+                }
+            }
+        }
+        if !held.is_empty() {
+            let entries: Vec<journal::Entry<'_>> = held
+                .iter()
+                .map(|(i, slot, written)| {
+                    let open = slot.open.as_deref().expect("a written slot stays open");
+                    journal::Entry {
+                        session: open.meta.meta.id,
+                        log: &open.log,
+                        file_id: open.log_stamp.file_id(),
+                        offset: written.end,
+                        bytes: &lines[*i],
+                    }
+                })
+                .collect();
+            let committed = journal.commit_all(&entries);
+            drop(entries);
+            for (i, mut slot, written) in held {
+                let open = slot.open.as_deref_mut().expect("a written slot stays open");
+                let result = match &committed {
+                    Ok(()) => Ok(self.finish_kept(open, written, lines[i].len())),
+                    Err(e) => {
+                        // Never leave half a turn for the next append to
+                        // glue onto.
+                        let _ = cut(&open.log, written.end);
+                        let path = open.loc.log();
+                        let e = io::Error::new(e.kind(), e.to_string());
+                        Err(io_error(
+                            &format!("session {}: cannot append to", items[i].0),
+                            &path,
+                            e,
+                        ))
+                    }
+                };
+                if let Err(e) = open.log.unlock() {
+                    // Closing the log releases it.
+                    tracing::warn!(
+                        "{}: session {}: cannot unlock: {e}; closed",
+                        open.loc.log().display(),
+                        items[i].0
+                    );
+                    slot.open = None;
+                } else if result.is_err() {
+                    slot.open = None;
+                }
+                results[i] = Some(result);
+            }
+        }
+        items
+            .iter()
+            .zip(results)
+            .map(|((session, messages), result)| {
+                result.unwrap_or_else(|| self.append_versioned(session, messages))
+            })
+            .collect()
     }
 
     /// Whether the files `open` holds are still the session's, as its last
@@ -1677,13 +1857,26 @@ impl SessionStore for FileStore {
     /// changed since (see `OpenLog`), else the whole way: open, lock,
     /// read the metadata, mend a torn tail, write, sync, refresh the state
     /// record, and keep the files open for the next one.
-    fn append_versioned(&self, session: &SessionRef, messages: &[Message]) -> Result<Appended> {
-        let mut buf = Vec::with_capacity(messages.len() * 512);
-        for (i, message) in messages.iter().enumerate() {
-            let start = buf.len();
-            jsonl::write_line(message, &mut buf);
-            crate::storable(session, i, message, &buf[start..buf.len() - 1])?;
+    fn append_many(&self, items: &[(SessionRef, &[Message])]) -> Vec<Result<Appended>> {
+        #[cfg(unix)]
+        if let Some(journal) = &self.journal {
+            return self.append_journaled(journal, items);
         }
+        items
+            .iter()
+            .map(|(session, messages)| self.append_versioned(session, messages))
+            .collect()
+    }
+
+    fn appends_together(&self) -> bool {
+        #[cfg(unix)]
+        return self.journal.is_some();
+        #[cfg(not(unix))]
+        false
+    }
+
+    fn append_versioned(&self, session: &SessionRef, messages: &[Message]) -> Result<Appended> {
+        let buf = encode_lines(session, messages)?;
         #[cfg(unix)]
         if !messages.is_empty()
             && let Some(lock) = self.kept_lock(session)

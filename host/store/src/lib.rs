@@ -824,6 +824,29 @@ pub trait SessionStore: Send + Sync {
         Ok(Appended { before, meta })
     }
 
+    /// [`append_versioned`](SessionStore::append_versioned) for several
+    /// sessions at once, answered item by item in the order given. Items of
+    /// one session are appended in their order; each succeeds or fails
+    /// alone. A store that says [`SessionStore::appends_together`] makes
+    /// the whole call durable with one write where it can (the file store's
+    /// journal: one `fdatasync` for every session in it); the default
+    /// appends one item after another.
+    fn append_many(&self, items: &[(SessionRef, &[Message])]) -> Vec<Result<Appended>> {
+        items
+            .iter()
+            .map(|(session, messages)| self.append_versioned(session, messages))
+            .collect()
+    }
+
+    /// Whether [`append_many`](SessionStore::append_many) costs less than
+    /// its items appended one by one, so that a caller with appends to many
+    /// sessions waiting should hand them over together (the file store
+    /// with group commit). When `false`, concurrent single appends are the
+    /// better way (a database serves them in parallel).
+    fn appends_together(&self) -> bool {
+        false
+    }
+
     /// Loads every message. A malformed line is skipped and reported in
     /// [`History::warnings`], never silently dropped.
     fn load(&self, session: &SessionRef) -> Result<History>;

@@ -640,6 +640,85 @@ pub mod contract {
         assert_eq!(history.meta.message_count, 120);
     }
 
+    pub fn append_many_answers_each_item(store: &dyn SessionStore, _: &TestClock) {
+        let a = store.create(&keyed("many-a")).unwrap().reference();
+        let b = store.create(&keyed("many-b")).unwrap().reference();
+        // A first append each (the file store then keeps the files open,
+        // and batches go its journaled way).
+        store.append(&a, &turn(0, 0)).unwrap();
+        store.append(&b, &turn(1, 0)).unwrap();
+        let missing = SessionRef::Id(uuid::Uuid::new_v4());
+        let fresh = store.create(&keyed("many-fresh")).unwrap().reference();
+        let (a1, b1, a2, f1) = (turn(0, 1), turn(1, 1), turn(0, 2), turn(2, 0));
+        let results = store.append_many(&[
+            (a.clone(), &a1),
+            (b.clone(), &b1),
+            (missing.clone(), &a1),
+            (a.clone(), &a2),
+            (b.clone(), &[]),
+            (fresh.clone(), &f1),
+        ]);
+        assert_eq!(results.len(), 6, "one answer an item");
+        let ok = |i: usize| {
+            results[i]
+                .as_ref()
+                .unwrap_or_else(|e| panic!("item {i}: {e}"))
+        };
+        assert_eq!(ok(0).meta.message_count, 6);
+        assert_eq!(ok(1).meta.message_count, 6);
+        assert!(
+            matches!(results[2], Err(StoreError::NotFound(_))),
+            "{:?}",
+            results[2]
+        );
+        // A session's second item follows its first.
+        assert_eq!(ok(3).before, ok(0).meta.version());
+        assert_eq!(ok(3).meta.message_count, 9);
+        assert_eq!(ok(4).meta.message_count, 6, "an empty item appends nothing");
+        assert_eq!(ok(5).meta.message_count, 3);
+        let a_log = [turn(0, 0), a1, a2].concat();
+        assert_eq!(store.load(&a).unwrap().messages, a_log);
+        assert_eq!(store.load(&b).unwrap().messages, [turn(1, 0), b1].concat());
+        assert_eq!(store.load(&fresh).unwrap().messages, f1);
+        assert_eq!(store.get(&a).unwrap().unwrap().message_count, 9);
+    }
+
+    pub fn threads_append_many_whole_turns(store: &dyn SessionStore, _: &TestClock) {
+        let sessions: Vec<SessionRef> = (0..3)
+            .map(|i| {
+                store
+                    .create(&keyed(&format!("batch-{i}")))
+                    .unwrap()
+                    .reference()
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for who in 0..4 {
+                let sessions = &sessions;
+                s.spawn(move || {
+                    for n in 0..10 {
+                        let turns: Vec<Vec<Message>> =
+                            sessions.iter().map(|_| turn(who, n)).collect();
+                        let items: Vec<(SessionRef, &[Message])> = sessions
+                            .iter()
+                            .cloned()
+                            .zip(turns.iter().map(Vec::as_slice))
+                            .collect();
+                        for result in store.append_many(&items) {
+                            result.unwrap();
+                        }
+                    }
+                });
+            }
+        });
+        for session in &sessions {
+            let history = store.load(session).unwrap();
+            assert!(history.warnings.is_empty(), "{:?}", history.warnings);
+            assert_whole_turns(&history.messages, 4, 10);
+            assert_eq!(history.meta.message_count, 120);
+        }
+    }
+
     pub fn tail_reads_match_load(store: &dyn SessionStore, _: &TestClock) {
         use crate::TailStart;
         let session = store.create(&keyed("tail")).unwrap().reference();
@@ -963,7 +1042,15 @@ pub fn crash_child(reopen: Reopen) {
     writeln!(out, "ready").expect("stdout");
     out.flush().expect("stdout");
     for n in 0.. {
-        store.append(&session, &turn(writer, n)).expect("an append");
+        // Every other turn through `append_many` (the server's committer's
+        // way: the file store's journaled batch).
+        if n % 2 == 0 {
+            store.append(&session, &turn(writer, n)).expect("an append");
+        } else {
+            let turn = turn(writer, n);
+            let mut answers = store.append_many(&[(session.clone(), &turn)]);
+            answers.pop().expect("an answer").expect("an append");
+        }
         writeln!(out, "acked {n}").expect("stdout");
         out.flush().expect("stdout");
     }
@@ -1031,6 +1118,8 @@ macro_rules! store_contract_tests {
                 hostile_keys_round_trip,
                 get_or_create_races_make_one_session,
                 threads_append_whole_turns,
+                append_many_answers_each_item,
+                threads_append_many_whole_turns,
                 tail_reads_match_load,
             );
 

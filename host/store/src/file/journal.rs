@@ -175,17 +175,33 @@ impl Journal {
     /// before it: by writing the group itself when no write is under way,
     /// else by waiting for the one that is.
     pub(super) fn commit(&self, entry: Entry<'_>) -> io::Result<()> {
-        let payload = append_payload(&entry, entry.file_id.1);
+        self.commit_all(std::slice::from_ref(&entry))
+    }
+
+    /// Adds `entries`, in order, and returns once they are all durable: the
+    /// appends of several sessions acknowledged by one group (usually one
+    /// `fdatasync`). Nothing is added when one of their logs cannot be
+    /// kept for the next checkpoint.
+    pub(super) fn commit_all(&self, entries: &[Entry<'_>]) -> io::Result<()> {
+        let payloads: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|entry| append_payload(entry, entry.file_id.1))
+            .collect();
         let mut st = self.lock();
         if let Some(why) = &st.broken {
             return Err(io::Error::other(why.clone()));
         }
-        if let std::collections::hash_map::Entry::Vacant(slot) = st.dirty.entry(entry.file_id) {
-            slot.insert(entry.log.try_clone()?);
+        for entry in entries {
+            if let std::collections::hash_map::Entry::Vacant(slot) = st.dirty.entry(entry.file_id) {
+                slot.insert(entry.log.try_clone()?);
+            }
         }
-        st.added += 1;
+        for payload in payloads {
+            st.added += 1;
+            let seq = st.added;
+            st.pending.push_back((seq, payload));
+        }
         let mine = st.added;
-        st.pending.push_back((mine, payload));
         loop {
             if st.durable >= mine {
                 return Ok(());
