@@ -275,3 +275,160 @@ fn a_processor_configured_twice_is_a_usage_error_and_an_empty_history_is_refused
         stderr(&out)
     );
 }
+
+/// Batch mode: a folder and a glob pattern of histories in several formats
+/// through one processor chain, each result written under its name, the same
+/// as running it alone; a history that cannot be read is named and the others
+/// are still written; the one report counts them.
+#[test]
+fn a_batch_runs_every_history_and_names_the_ones_that_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    let sample = agent_host_engine::transcript::SAMPLE;
+    std::fs::write(inputs.join("native.jsonl"), sample).unwrap();
+    std::fs::write(inputs.join("chat.json"), openai_sample()).unwrap();
+    std::fs::write(inputs.join("broken.json"), "{ not a history").unwrap();
+    let more = dir.path().join("more");
+    std::fs::create_dir(&more).unwrap();
+    std::fs::write(more.join("again.jsonl"), sample).unwrap();
+    std::fs::write(more.join("notes.txt"), "not matched by the pattern").unwrap();
+    let (out_dir, report_path, cache) = (
+        dir.path().join("out"),
+        dir.path().join("report.json"),
+        dir.path().join("cache"),
+    );
+    let chain = [
+        "--processor",
+        guests::EDITS,
+        "--processor-config",
+        r#"{"drop": [11]}"#,
+        "--cache-dir",
+        cache.to_str().unwrap(),
+    ];
+    let pattern = more.join("*.jsonl");
+    let mut args = vec![
+        "run",
+        "--input",
+        inputs.to_str().unwrap(),
+        pattern.to_str().unwrap(),
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+        "--report",
+        report_path.to_str().unwrap(),
+    ];
+    args.extend(chain);
+    let out = run(&args, "");
+    assert!(!out.status.success(), "a failed history fails the batch");
+    let err = stderr(&out);
+    assert!(err.contains("broken.json"), "{err}");
+    assert!(err.contains("1 of 4 histories failed"), "{err}");
+    let mut written: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    written.sort();
+    assert_eq!(written, ["again.json", "chat.json", "native.json"]);
+    // Each result is what a run of that history alone writes.
+    for (input, name) in [
+        (inputs.join("native.jsonl"), "native.json"),
+        (inputs.join("chat.json"), "chat.json"),
+    ] {
+        let mut alone = vec!["run", "--input", input.to_str().unwrap()];
+        alone.extend(chain);
+        let single = run(&alone, "");
+        assert!(single.status.success(), "{}", stderr(&single));
+        assert_eq!(
+            std::fs::read_to_string(out_dir.join(name)).unwrap(),
+            stdout(&single),
+            "{name}"
+        );
+    }
+    let r = report(&report_path);
+    assert_eq!(
+        (r["written"].as_u64(), r["failed"].as_u64()),
+        (Some(3), Some(1))
+    );
+    let histories = r["histories"].as_array().unwrap();
+    assert_eq!(histories.len(), 4);
+    let broken = histories
+        .iter()
+        .find(|h| {
+            h["input"]["source"]
+                .as_str()
+                .unwrap()
+                .ends_with("broken.json")
+        })
+        .unwrap();
+    assert!(broken["error"].as_str().unwrap().contains("broken.json"));
+    assert!(
+        histories
+            .iter()
+            .filter(|h| h.get("error").is_none())
+            .all(|h| h["processors"][0]["dropped"].as_array().unwrap().len() == 1),
+        "every history went through the processor"
+    );
+}
+
+/// Batch mode refuses before running anything: two inputs that would write
+/// one result, a pattern that matches nothing, several inputs without
+/// --output-dir.
+#[test]
+fn a_batch_that_cannot_be_written_is_refused_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let sample = agent_host_engine::transcript::SAMPLE;
+    std::fs::write(a.join("same.jsonl"), sample).unwrap();
+    std::fs::write(b.join("same.json"), openai_sample()).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = run(
+        &[
+            "run",
+            "--input",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("would both write"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!out_dir.exists(), "nothing was written");
+
+    let nothing = dir.path().join("*.none");
+    let out = run(
+        &[
+            "run",
+            "--input",
+            nothing.to_str().unwrap(),
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("matches no file"), "{}", stderr(&out));
+
+    let out = run(
+        &[
+            "run",
+            "--input",
+            a.join("same.jsonl").to_str().unwrap(),
+            b.join("same.json").to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("need --output-dir"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -33,9 +33,15 @@ Examples:
   echo 'Summarize the open tasks' | agent-host run --session work --message -")]
 pub struct RunArgs {
     /// The history to read (`-` for standard input); the built-in sample session when neither
-    /// this nor --session is given.
-    #[arg(long, short, value_name = "FILE")]
-    input: Option<PathBuf>,
+    /// this nor --session is given. With --output-dir: any number of files, folders (their
+    /// files, not their subfolders) and glob patterns (`'logs/*.jsonl'`), each history run
+    /// through the same processors in this one process.
+    #[arg(long, short, value_name = "FILE|DIR|GLOB", num_args = 1.., action = ArgAction::Append)]
+    input: Vec<PathBuf>,
+    /// Batch mode: write each --input history's result to this folder, under its file name
+    /// with the output format's extension; --report then writes one report for all of them.
+    #[arg(long, value_name = "DIR", requires = "input", conflicts_with_all = ["output", "session"])]
+    output_dir: Option<PathBuf>,
     /// Its format; detected when not given.
     #[arg(
         long,
@@ -152,9 +158,12 @@ pub fn run(
         let chain = processor_paths.into_iter().zip(options).collect();
         return turn(&args, message, chain, settings, out);
     }
-    let counter = HeuristicCounter::default();
+    let chain: Vec<_> = processor_paths.into_iter().zip(options).collect();
+    if let Some(dir) = &args.output_dir {
+        return batch(&args, dir, &chain, settings);
+    }
     let mut checkpoint = None;
-    let loaded = match (&args.session, &args.input) {
+    let loaded = match (&args.session, args.input.as_slice()) {
         (Some(session), _) => {
             let name = crate::commands::sessions::SessionName {
                 session: session.clone(),
@@ -164,9 +173,251 @@ pub fn run(
             checkpoint = meta.checkpoints.last().cloned();
             loaded
         }
-        (None, Some(path)) => transcript::load(path, args.format, &args.limits.limits())?,
-        (None, None) => transcript::sample(),
+        (None, [path]) => transcript::load(path, args.format, &args.limits.limits())?,
+        (None, []) => transcript::sample(),
+        (None, _) => {
+            return Err(UsageError(
+                "several --input histories need --output-dir (one result a history)".into(),
+            )
+            .into());
+        }
     };
+    let mut chain = Some(chain);
+    let processed = process(&args, settings, loaded, checkpoint.as_ref(), || {
+        let chain = chain.take().expect("the chain is loaded once");
+        load_chain(
+            cache_dir(args.cache_dir.as_deref(), args.no_cache),
+            &chain,
+            args.quiet,
+        )
+    })?;
+    if let Some(path) = &args.report {
+        let text = agent_host_core::format::to_pretty(&processed.report)?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    let text = processed.result?;
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
+
+/// The most histories one batch takes: a glob or folder that names more is
+/// refused before anything is run.
+const MAX_BATCH: usize = 100_000;
+
+/// `run --input ... --output-dir DIR`: every history through the pipeline
+/// and the same processors, loaded once (one runtime, compile cache and
+/// instance pool for the whole batch). A history that cannot be read or
+/// run is reported and the others go on; the exit is an error when any
+/// failed. Nothing is written for a failed history.
+fn batch(
+    args: &RunArgs,
+    dir: &Path,
+    chain: &[(PathBuf, ProcessorOptions)],
+    settings: &Settings,
+) -> Result<()> {
+    let inputs = expand_inputs(&args.input)?;
+    // Each result's name, checked before anything runs: two inputs must not
+    // write one file.
+    let mut names: std::collections::HashMap<String, &Path> = std::collections::HashMap::new();
+    let mut planned = Vec::with_capacity(inputs.len());
+    for input in &inputs {
+        let stem = input
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty())
+            .with_context(|| format!("{}: no file name to name its result", input.display()))?;
+        if let Some(other) = names.insert(stem.clone(), input) {
+            return Err(UsageError(format!(
+                "{} and {} would both write {}/{stem}.*: rename one, or run them apart",
+                other.display(),
+                input.display(),
+                dir.display()
+            ))
+            .into());
+        }
+        planned.push((input, stem));
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot make the output folder {}", dir.display()))?;
+    let started = Instant::now();
+    let mut loaded_chain: Option<ProcessorChain> = None;
+    let mut reports = Vec::with_capacity(planned.len());
+    let (mut written, mut failed) = (0usize, 0usize);
+    for (input, stem) in planned {
+        let outcome =
+            transcript::load(input, args.format, &args.limits.limits()).and_then(|loaded| {
+                process(args, settings, loaded, None, || {
+                    if loaded_chain.is_none() {
+                        loaded_chain = Some(load_chain(
+                            cache_dir(args.cache_dir.as_deref(), args.no_cache),
+                            chain,
+                            args.quiet,
+                        )?);
+                    }
+                    Ok(loaded_chain.clone().expect("loaded just now"))
+                })
+            });
+        let shown = input.display().to_string();
+        let (report, error) = match outcome {
+            Ok(processed) => {
+                let ext = if processed.format.is_line_based() {
+                    "jsonl"
+                } else {
+                    "json"
+                };
+                let path = dir.join(format!("{stem}.{ext}"));
+                let result = processed.result.and_then(|text| {
+                    std::fs::write(&path, text)
+                        .with_context(|| format!("cannot write {}", path.display()))
+                });
+                let mut report = processed.report;
+                report["output"]["path"] = json!(path.display().to_string());
+                (report, result.err())
+            }
+            Err(e) => (
+                json!({"input": {"source": input.display().to_string()}}),
+                Some(e),
+            ),
+        };
+        let mut report = report;
+        match error {
+            Some(e) => {
+                failed += 1;
+                let why = format!("{e:#}");
+                // Most errors name the file already.
+                if why.contains(&shown) {
+                    eprintln!("{}", crate::term::safe(&why));
+                } else {
+                    eprintln!("{}: {}", crate::term::safe(&shown), crate::term::safe(&why));
+                }
+                report["error"] = json!(format!("{e:#}"));
+            }
+            None => written += 1,
+        }
+        reports.push(report);
+    }
+    let elapsed = ms(started.elapsed());
+    if let Some(path) = &args.report {
+        let all = json!({
+            "histories": reports,
+            "written": written,
+            "failed": failed,
+            "elapsed_ms": elapsed,
+        });
+        std::fs::write(path, agent_host_core::format::to_pretty(&all)? + "\n")
+            .with_context(|| format!("cannot write the report to {}", path.display()))?;
+    }
+    if !args.quiet {
+        eprintln!(
+            "batch: {} histories, {written} written to {}, {failed} failed, in {elapsed:.0} ms",
+            reports.len(),
+            crate::term::safe(&dir.display().to_string()),
+        );
+    }
+    if failed > 0 {
+        bail!(
+            "{failed} of {} histories failed (each named above)",
+            reports.len()
+        );
+    }
+    Ok(())
+}
+
+/// The files `inputs` name: a file as it is, a folder's regular files (not
+/// its subfolders, sorted), a glob pattern's matches (sorted); each file
+/// once, in the order given. A name that is none of these, or a pattern
+/// that matches nothing, is an error that names it.
+fn expand_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut add = |path: PathBuf, files: &mut Vec<PathBuf>| -> Result<()> {
+        if seen.insert(path.clone()) {
+            if files.len() == MAX_BATCH {
+                bail!("more than {MAX_BATCH} histories in one batch; split it");
+            }
+            files.push(path);
+        }
+        Ok(())
+    };
+    for input in inputs {
+        if input == Path::new("-") {
+            return Err(UsageError("--output-dir reads files, not standard input".into()).into());
+        }
+        match std::fs::metadata(input) {
+            Ok(meta) if meta.is_dir() => {
+                let mut found = Vec::new();
+                for entry in std::fs::read_dir(input)
+                    .with_context(|| format!("cannot list {}", input.display()))?
+                {
+                    let entry =
+                        entry.with_context(|| format!("cannot list {}", input.display()))?;
+                    // Links are followed as the user's own paths are; only
+                    // regular files are histories.
+                    if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_file()) {
+                        found.push(entry.path());
+                    }
+                }
+                found.sort();
+                if found.is_empty() {
+                    bail!("{} holds no files", input.display());
+                }
+                for path in found {
+                    add(path, &mut files)?;
+                }
+            }
+            Ok(_) => add(input.clone(), &mut files)?,
+            Err(e) => {
+                let pattern = input.to_string_lossy();
+                if !pattern.contains(['*', '?', '[']) {
+                    return Err(e).with_context(|| format!("cannot read {}", input.display()));
+                }
+                let matches = glob::glob(&pattern)
+                    .with_context(|| format!("--input {pattern}: not a valid glob pattern"))?;
+                let mut found = Vec::new();
+                for path in matches {
+                    let path = path.with_context(|| format!("--input {pattern}"))?;
+                    if path.is_file() {
+                        found.push(path);
+                    }
+                }
+                if found.is_empty() {
+                    bail!("--input {pattern} matches no file");
+                }
+                found.sort();
+                for path in found {
+                    add(path, &mut files)?;
+                }
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// One history run: its report, and the text to write or why there is none
+/// (a processor under `fail` failed).
+struct Processed {
+    report: Value,
+    result: Result<String>,
+    /// The output format, for the file name in batch mode.
+    format: Format,
+}
+
+/// Runs one loaded history through the pipeline and the processors
+/// (`chain` gives them, loaded the first time it is called: after the
+/// pipeline, so a bad history is reported before processors are compiled).
+fn process(
+    args: &RunArgs,
+    settings: &Settings,
+    loaded: transcript::Loaded,
+    checkpoint: Option<&agent_host_core::Checkpoint>,
+    chain: impl FnOnce() -> Result<ProcessorChain>,
+) -> Result<Processed> {
+    let counter = HeuristicCounter::default();
     let source = loaded.source.clone();
     let input_format = loaded.format;
     let log = loaded.transcript.messages;
@@ -190,7 +441,7 @@ pub fn run(
     let clock = trace::step_clock();
     let compaction = pipeline::compact_timed(
         &log,
-        checkpoint.as_ref(),
+        checkpoint,
         &config,
         &counter,
         Some(&summarizer),
@@ -204,7 +455,7 @@ pub fn run(
     if args.report.is_some() {
         stages.push(trace::pipeline_stage(
             &log,
-            checkpoint.as_ref(),
+            checkpoint,
             &compaction,
             &compaction.view,
             pipeline_ms,
@@ -239,12 +490,7 @@ pub fn run(
     let mut reports = Vec::new();
     let mut failure = None;
     let mut messages = view;
-    let chain: Vec<_> = processor_paths.into_iter().zip(options).collect();
-    let chain = load_chain(
-        cache_dir(args.cache_dir.as_deref(), args.no_cache),
-        &chain,
-        args.quiet,
-    )?;
+    let chain = chain()?;
     if let Some(runtime) = chain.runtime() {
         let info = RunInfo {
             context_window: budget.context_limit,
@@ -330,26 +576,22 @@ pub fn run(
         },
         "failure": failure.as_ref().map(ToString::to_string),
     });
-    if let Some(path) = &args.report {
-        let text = agent_host_core::format::to_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write the report to {}", path.display()))?;
-    }
-    if let Some(error) = failure {
-        return Err(fail(error));
-    }
-    if let Some(v) = violations.first() {
+    let result = if let Some(error) = failure {
+        Err(fail(error))
+    } else if let Some(v) = violations.first() {
         // Every stage validates its own output, so this is a bug, not bad input.
-        bail!("the history breaks a provider rule after the run: {v}");
-    }
-    let text = format::write(output_format, &messages)
-        .with_context(|| format!("cannot write the result as {output_format}"))?;
-    match &args.output {
-        Some(path) => std::fs::write(path, text)
-            .with_context(|| format!("cannot write {}", path.display()))?,
-        None => out.write_all(text.as_bytes())?,
-    }
-    Ok(())
+        Err(anyhow::anyhow!(
+            "the history breaks a provider rule after the run: {v}"
+        ))
+    } else {
+        format::write(output_format, &messages)
+            .with_context(|| format!("cannot write the result as {output_format}"))
+    };
+    Ok(Processed {
+        report,
+        result,
+        format: output_format,
+    })
 }
 
 /// `run --session KEY --message TEXT`: one turn against the configured
