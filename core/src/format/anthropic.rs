@@ -604,7 +604,10 @@ pub fn to_request(messages: &[Message]) -> Result<Value, FormatError> {
             Role::System => system.push(m),
             Role::User => {
                 let blocks = user_blocks(m).map_err(at)?;
-                match last_tool_results(&mut out) {
+                // The API takes alternating turns: a user message after a
+                // user turn (tool results, or text such as recalled
+                // memories after the question) joins it.
+                match last_user_turn(&mut out) {
                     Some(open) => open.extend(blocks.into_blocks()),
                     None => out.push(json!({"role": "user", "content": blocks.into_value()})),
                 }
@@ -668,6 +671,23 @@ fn last_tool_results(out: &mut [Value]) -> Option<&mut Vec<Value>> {
         {
             Some(blocks)
         }
+        _ => None,
+    }
+}
+
+/// The blocks of the last output message, if it is a user turn (its text
+/// made a text block), which a following user message joins.
+fn last_user_turn(out: &mut [Value]) -> Option<&mut Vec<Value>> {
+    let last = out.last_mut()?;
+    if last["role"] != "user" {
+        return None;
+    }
+    let content = last.get_mut("content")?;
+    if let Value::String(text) = content {
+        *content = json!([{"type": "text", "text": std::mem::take(text)}]);
+    }
+    match content {
+        Value::Array(blocks) => Some(blocks),
         _ => None,
     }
 }
@@ -836,6 +856,31 @@ mod tests {
     fn round_trip(document: Value) {
         let messages = from_value(document.clone()).unwrap();
         assert_eq!(to_request(&messages).unwrap(), document);
+    }
+
+    /// A request's turns alternate: a user message after a user turn (the
+    /// recalled memories placed after the question) joins it, as blocks
+    /// in order, and the turns before are written as before.
+    #[test]
+    fn consecutive_user_messages_join_one_turn_in_a_request() {
+        let messages = [
+            Message::user("first"),
+            Message::assistant("ok"),
+            Message::user("what is my dog called?"),
+            Message::user("Relevant memories: the dog is Rex"),
+        ];
+        let request = to_request(&messages).unwrap();
+        assert_eq!(
+            request["messages"],
+            json!([
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "what is my dog called?"},
+                    {"type": "text", "text": "Relevant memories: the dog is Rex"},
+                ]},
+            ])
+        );
     }
 
     #[test]

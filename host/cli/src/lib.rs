@@ -177,6 +177,8 @@ pub struct ChatCommand {
     #[arg(long = "processor", short = 'p', value_name = "FILE.wasm|CRATE")]
     processors: Vec<PathBuf>,
     #[command(flatten)]
+    memory: crate::commands::MemoryArgs,
+    #[command(flatten)]
     overrides: Overrides,
 }
 
@@ -238,7 +240,14 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
                     .map(|p| (p.clone(), ProcessorOptions::default()))
                     .collect()
             });
-            let engine = open_engine(&settings, processors)?;
+            let store = crate::commands::sessions::open_store(&settings.store)?;
+            let mut config = settings.engine_config(processors);
+            config.cache_dir = agent_host_runtime::CompileCache::default_root();
+            config.memory = command.memory.config(
+                || crate::commands::open_memory(&settings.store),
+                config.provider.is_some(),
+            )?;
+            let engine = engine_over(config, store, false)?;
             crate::chat::run(&command.chat, &engine, out)
         }
         Command::Serve(args) => {
@@ -295,27 +304,6 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             Ok(())
         }
     }
-}
-
-/// An engine over the configured store and provider, caching compiled
-/// processors in the user's cache folder.
-pub(crate) fn open_engine(
-    settings: &Settings,
-    processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
-) -> anyhow::Result<Engine> {
-    let store = crate::commands::sessions::open_store(&settings.store)?;
-    engine_on(settings, processors, store)
-}
-
-/// [`open_engine`] over `store`, opened by the caller.
-pub(crate) fn engine_on(
-    settings: &Settings,
-    processors: Option<Vec<(PathBuf, ProcessorOptions)>>,
-    store: Box<dyn agent_host_store::SessionStore>,
-) -> anyhow::Result<Engine> {
-    let mut config = settings.engine_config(processors);
-    config.cache_dir = agent_host_runtime::CompileCache::default_root();
-    engine_over(config, store, false)
 }
 
 /// The engine `config` describes over `store`, with API keys from the

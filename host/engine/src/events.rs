@@ -65,6 +65,15 @@ pub enum EngineEvent {
         /// What was recalled, with its tokens.
         recall: agent_host_core::memory::recall::Recall,
     },
+    /// The model called a memory tool in a turn and the engine ran it.
+    MemoryTool {
+        /// The session.
+        session: SessionRef,
+        /// `memory_search`, `memory_write` or `memory_recall`.
+        tool: String,
+        /// Why the call could not be carried out (the model was told so).
+        error: Option<String>,
+    },
     /// A summary checkpoint was stored.
     ContextCompacted {
         /// The session.

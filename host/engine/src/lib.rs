@@ -66,6 +66,7 @@ mod error;
 mod events;
 mod exchange;
 pub mod llm_summarizer;
+pub mod memory_tools;
 pub mod trace;
 pub mod transcript;
 
@@ -158,6 +159,10 @@ pub struct MemoryConfig {
     /// exchanges since the last extraction once there are this many
     /// (default 5), and before a summary covers messages.
     pub extraction_threshold: usize,
+    /// Whether a turn offers the model the memory tools
+    /// ([`memory_tools`]: `memory_search`, `memory_write`, `memory_recall`)
+    /// and runs the calls it makes to them (off by default).
+    pub tools: bool,
 }
 
 /// How long-term memory extracts facts from messages.
@@ -195,6 +200,7 @@ impl MemoryConfig {
             recall_tokens: agent_host_core::memory::recall::DEFAULT_RECALL_TOKENS,
             extraction: Extraction::Offline,
             extraction_threshold: DEFAULT_EXTRACTION_THRESHOLD,
+            tools: false,
         }
     }
 
@@ -331,6 +337,9 @@ pub struct TurnOutcome {
     /// What long-term memory recalled into the view (placed after its
     /// newest message, not stored).
     pub recall: Option<agent_host_core::memory::recall::Recall>,
+    /// The model's calls to the memory tools and their results, in order,
+    /// stored between the user's message and the reply.
+    pub memory_calls: Vec<Message>,
 }
 
 /// Appends `recall`'s message after the newest message of `view` (the
@@ -553,8 +562,19 @@ impl Engine {
         let mut first_attempt = None;
         // The text of the answer as it streams in, kept if the stream is cut.
         let mut arrived = String::new();
+        let memory_tools = self
+            .inner
+            .config
+            .memory
+            .clone()
+            .filter(|memory| memory.tools);
+        let tools = if memory_tools.is_some() {
+            memory_tools::definitions()
+        } else {
+            Vec::new()
+        };
         let reply = match self
-            .send_keeping(&provider, &prepared.view, &*observer, &mut arrived)
+            .send_keeping(&provider, &prepared.view, &tools, &*observer, &mut arrived)
             .await
         {
             Err(ProviderError::ContextLength { message, .. }) => {
@@ -593,10 +613,32 @@ impl Engine {
                 if let Some(recall) = &recall {
                     place_recall(&mut prepared.view, recall);
                 }
-                self.send_keeping(&provider, &prepared.view, &*observer, &mut arrived)
+                self.send_keeping(&provider, &prepared.view, &tools, &*observer, &mut arrived)
                     .await
             }
             other => other,
+        };
+        // The model's calls to the memory tools are run here and it is asked
+        // again, a few rounds at most; they are stored with the turn.
+        let (mut memory_calls, mut unrun) = (Vec::new(), Vec::new());
+        let reply = match (reply, &memory_tools) {
+            (Ok(reply), Some(memory)) => {
+                self.memory_rounds(
+                    &provider,
+                    memory,
+                    &session,
+                    &agent,
+                    &prepared.view,
+                    &tools,
+                    reply,
+                    &mut memory_calls,
+                    &mut unrun,
+                    &*observer,
+                    &mut arrived,
+                )
+                .await
+            }
+            (reply, _) => reply,
         };
         let mut reply = match reply {
             Ok(reply) => reply,
@@ -647,7 +689,11 @@ impl Engine {
         if reply.timestamp.is_none() {
             reply.timestamp = Some(Utc::now());
         }
-        let turn = [user.clone(), reply.clone()];
+        let mut turn = Vec::with_capacity(memory_calls.len() + 2);
+        turn.push(user.clone());
+        turn.extend(memory_calls.iter().cloned());
+        turn.push(reply.clone());
+        turn.extend(unrun);
         let stored = self
             .blocking(move |inner| {
                 let meta = inner.open(&session)?;
@@ -663,6 +709,7 @@ impl Engine {
             first_attempt,
             session: Some(stored),
             recall,
+            memory_calls,
         })
     }
 
@@ -721,6 +768,7 @@ impl Engine {
             first_attempt: None,
             session: loaded.meta,
             recall: None,
+            memory_calls: Vec::new(),
         })
     }
 
@@ -764,6 +812,7 @@ impl Engine {
             first_attempt: None,
             session: None,
             recall: None,
+            memory_calls: Vec::new(),
         })
     }
 
@@ -1033,6 +1082,7 @@ impl Engine {
             temperature: Some(0.0),
             no_tools: true,
             stream: Some(false),
+            tools: Vec::new(),
         };
         let mut ignore = |_: agent_host_provider::StreamEvent| {};
         let answer = provider
@@ -1165,22 +1215,125 @@ impl Engine {
         Ok(())
     }
 
+    /// While the model's answer calls only memory tools (at most
+    /// [`memory_tools::MAX_ROUNDS`] times): runs the calls, adds the call
+    /// and its results to `calls` (and to what is sent) and asks again.
+    /// Returns the answer that ends the turn: one with text, or with calls
+    /// to other tools (the caller's to run). An answer that still calls only
+    /// memory tools after the last round is returned with its calls
+    /// answered, unrun, in `unrun` (stored after it, so no call is left
+    /// without a result).
+    #[allow(clippy::too_many_arguments)]
+    async fn memory_rounds(
+        &self,
+        provider: &Provider,
+        memory: &MemoryConfig,
+        session: &SessionRef,
+        agent: &str,
+        view: &[Message],
+        tools: &[serde_json::Value],
+        mut reply: Message,
+        calls: &mut Vec<Message>,
+        unrun: &mut Vec<Message>,
+        observer: &dyn Observer,
+        arrived: &mut String,
+    ) -> Result<Message, ProviderError> {
+        let only_memory = |reply: &Message| {
+            !reply.tool_calls.is_empty()
+                && reply
+                    .tool_calls
+                    .iter()
+                    .all(|call| memory_tools::is_memory_tool(&call.name))
+        };
+        for _ in 0..memory_tools::MAX_ROUNDS {
+            if !only_memory(&reply) {
+                break;
+            }
+            reply.id = new_id();
+            reply.agent = Some(agent.to_owned());
+            reply.timestamp.get_or_insert_with(Utc::now);
+            let (memory, asked, agent_name) = (memory.clone(), reply.clone(), agent.to_owned());
+            let session_id = match session {
+                SessionRef::Id(id) => Some(id.to_string()),
+                SessionRef::Key { .. } => None,
+            };
+            let results = tokio::task::spawn_blocking(move || {
+                asked
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        let site = memory_tools::CallSite {
+                            agent: &agent_name,
+                            session: session_id.as_deref(),
+                            message: &asked.id,
+                        };
+                        let answer = memory_tools::run(&memory, site, &call.name, &call.arguments);
+                        let mut result =
+                            Message::tool_result(&call.id, &call.name, answer).with_id(new_id());
+                        result.agent = Some(agent_name.clone());
+                        result.timestamp = Some(Utc::now());
+                        result
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| ProviderError::Malformed(format!("a memory tool failed: {e}")))?;
+            for (call, result) in reply.tool_calls.iter().zip(&results) {
+                let error = serde_json::from_str::<serde_json::Value>(&result.content)
+                    .ok()
+                    .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned));
+                observer.event(&EngineEvent::MemoryTool {
+                    session: session.clone(),
+                    tool: call.name.clone(),
+                    error,
+                });
+            }
+            calls.push(reply);
+            calls.extend(results);
+            let mut asking = view.to_vec();
+            asking.extend(calls.iter().cloned());
+            reply = self
+                .send_keeping(provider, &asking, tools, observer, arrived)
+                .await?;
+        }
+        if only_memory(&reply) {
+            let why = format!(
+                "not run: this turn made {} rounds of memory calls, the most it may",
+                memory_tools::MAX_ROUNDS
+            );
+            for call in &reply.tool_calls {
+                let mut result = Message::tool_result(
+                    &call.id,
+                    &call.name,
+                    serde_json::json!({"error": why}).to_string(),
+                )
+                .with_id(new_id());
+                result.agent = Some(agent.to_owned());
+                result.timestamp = Some(Utc::now());
+                unrun.push(result);
+            }
+        }
+        Ok(reply)
+    }
+
     async fn send(
         &self,
         provider: &Provider,
         view: &[Message],
         observer: &dyn Observer,
     ) -> Result<Message, ProviderError> {
-        self.send_keeping(provider, view, observer, &mut String::new())
+        self.send_keeping(provider, view, &[], observer, &mut String::new())
             .await
     }
 
-    /// [`Engine::send`], keeping the answer's text in `arrived` as it streams
-    /// in (a retried request starts it again).
+    /// [`Engine::send`] with `tools` offered after the configured ones,
+    /// keeping the answer's text in `arrived` as it streams in (a retried
+    /// request starts it again).
     async fn send_keeping(
         &self,
         provider: &Provider,
         view: &[Message],
+        tools: &[serde_json::Value],
         observer: &dyn Observer,
         arrived: &mut String,
     ) -> Result<Message, ProviderError> {
@@ -1188,6 +1341,7 @@ impl Engine {
         arrived.clear();
         let request = ChatRequest {
             messages: view.to_vec(),
+            tools: tools.to_vec(),
             ..ChatRequest::default()
         };
         let mut forward = |event: StreamEvent| {

@@ -211,6 +211,7 @@ impl LlmSummarizer {
             temperature: Some(SUMMARY_TEMPERATURE),
             no_tools: true,
             stream: Some(false),
+            tools: Vec::new(),
         };
         let mut ignore = |_: StreamEvent| {};
         let reply = self

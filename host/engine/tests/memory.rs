@@ -331,3 +331,151 @@ async fn the_model_extracts_facts_every_few_exchanges() {
         "{found:?}"
     );
 }
+
+/// With the memory tools on, the model is offered them on either wire; the
+/// engine runs its calls against the user's memory and asks again with the
+/// results; a fact it writes carries its provenance; the calls, their
+/// results and the answer are stored with the turn, every call paired with
+/// its result. A model that keeps calling them is stopped after the last
+/// round, its last calls answered unrun.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_uses_the_memory_tools_in_a_turn() {
+    use agent_host_testkit::model_server::Answer;
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let server = LlmServer::start(wire);
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn SessionStore> = Arc::new(FileStore::open(dir.path()).unwrap());
+        let memory = Arc::new(MemoryStore::open(&dir.path().to_string_lossy()).unwrap());
+        memory
+            .add(Fact::new(
+                "rex",
+                Scope::new("ada", "default"),
+                "ada",
+                "Ada's dog is named Rex",
+                chrono::Utc::now(),
+            ))
+            .unwrap();
+        let mut provider = provider(&server);
+        if wire == Wire::Anthropic {
+            provider.kind = ProviderKind::Anthropic;
+        }
+        let mut config = MemoryConfig::new(memory.clone(), "ada");
+        config.tools = true;
+        let engine = Engine::new(
+            EngineConfig {
+                provider: Some(provider),
+                memory: Some(config),
+                ..EngineConfig::default()
+            },
+            store.clone(),
+            &|_: &str| None,
+        )
+        .unwrap();
+        server.push(
+            Answer::tool_calls(&[("c1", "memory_search", r#"{"query": "dog named"}"#)]).into(),
+        );
+        server.push(
+            Answer::tool_calls(&[(
+                "c2",
+                "memory_write",
+                r#"{"text": "Ada's dog Rex is a beagle"}"#,
+            )])
+            .into(),
+        );
+        server.push(Answer::text("Your dog is Rex, a beagle.").into());
+        type Calls = Vec<(String, Option<String>)>;
+        let tools: Arc<Mutex<Calls>> = Arc::default();
+        let sink = tools.clone();
+        let observer = Arc::new(move |e: &EngineEvent| {
+            if let EngineEvent::MemoryTool { tool, error, .. } = e {
+                sink.lock().unwrap().push((tool.clone(), error.clone()));
+            }
+        });
+        let session = SessionRef::key("default", "dog");
+        let outcome = engine
+            .turn(
+                TurnRequest::new(session.clone(), "What is my dog called? He is a beagle."),
+                observer.clone(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome.reply.as_ref().unwrap().text(),
+            "Your dog is Rex, a beagle.",
+            "{wire:?}"
+        );
+        assert_eq!(
+            outcome.memory_calls.len(),
+            4,
+            "{wire:?}: two calls, two results"
+        );
+        assert_eq!(
+            *tools.lock().unwrap(),
+            [
+                ("memory_search".to_owned(), None),
+                ("memory_write".to_owned(), None)
+            ]
+        );
+        let requests = server.requests();
+        assert_eq!(requests.len(), 3, "{wire:?}");
+        let offered: Vec<String> = requests[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            offered,
+            ["memory_search", "memory_write", "memory_recall"],
+            "{wire:?}"
+        );
+        // The second request carries the search's result: the fact.
+        assert!(requests[1].contains("Ada's dog is named Rex"), "{wire:?}");
+        assert!(requests[2].contains(r#"\"recorded\":true"#), "{wire:?}");
+        // The written fact, with the call's message as its source.
+        let written = memory
+            .search("beagle", &Filter::user("ada"), 5, false)
+            .unwrap();
+        assert_eq!(written[0].fact.text, "Ada's dog Rex is a beagle");
+        let call_id = &outcome.memory_calls[2].id;
+        assert_eq!(
+            written[0].fact.source.message.as_deref(),
+            Some(call_id.as_str())
+        );
+        // Stored: question, call, result, call, result, answer.
+        let stored = store.load(&session).unwrap().messages;
+        assert_eq!(stored.len(), 6, "{wire:?}");
+        assert!(agent_host_core::validate::validate(&stored).is_empty());
+        assert_eq!(stored[2].tool_call_id.as_deref(), Some("c1"));
+
+        // A model that only ever calls memory tools: four rounds run, the
+        // fifth answer's call is answered unrun, and the turn ends.
+        for n in 0..5 {
+            server.push(
+                Answer::tool_calls(&[(&format!("d{n}"), "memory_recall", r#"{"entity": "ada"}"#)])
+                    .into(),
+            );
+        }
+        let looping = engine
+            .turn(
+                TurnRequest::new(session.clone(), "Tell me everything."),
+                observer,
+            )
+            .await
+            .unwrap();
+        assert_eq!(server.requests().len(), 3 + 5, "{wire:?}");
+        assert_eq!(looping.memory_calls.len(), 8);
+        let stored = store.load(&session).unwrap().messages;
+        assert_eq!(stored.len(), 6 + 1 + 8 + 2, "{wire:?}");
+        let last = stored.last().unwrap();
+        assert_eq!(last.tool_call_id.as_deref(), Some("d4"));
+        assert!(last.content.contains("not run"), "{}", last.content);
+        assert!(agent_host_core::validate::validate(&stored).is_empty());
+    }
+}

@@ -55,10 +55,12 @@ pub(super) async fn complete(
         body.insert("temperature".into(), super::temperature(t));
     }
     body.insert("stream".into(), json!(stream));
-    if !request.no_tools && !settings.tools.is_empty() {
+    let offered = !settings.tools.is_empty() || !request.tools.is_empty();
+    if !request.no_tools && offered {
         let tools = settings
             .tools
             .iter()
+            .chain(&request.tools)
             .map(tool_definition)
             .collect::<Result<Vec<_>, _>>()?;
         body.insert("tools".into(), Value::Array(tools));

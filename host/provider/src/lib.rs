@@ -229,6 +229,10 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Send no tool definitions (summarization calls).
     pub no_tools: bool,
+    /// Tool definitions sent with this request after the configured ones
+    /// (same format as [`ProviderSettings::tools`]): tools the engine runs
+    /// itself, such as long-term memory's.
+    pub tools: Vec<Value>,
     /// Overrides [`ProviderSettings::stream`].
     pub stream: Option<bool>,
 }

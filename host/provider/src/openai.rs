@@ -45,8 +45,15 @@ pub(super) async fn complete(
         // Without it the usage never arrives in a stream.
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    if !request.no_tools && !settings.tools.is_empty() {
-        body.insert("tools".into(), Value::Array(settings.tools.clone()));
+    let offered = !settings.tools.is_empty() || !request.tools.is_empty();
+    if !request.no_tools && offered {
+        let tools = settings
+            .tools
+            .iter()
+            .chain(&request.tools)
+            .cloned()
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
     }
     let mut headers = Vec::new();
     if let Some(key) = &provider.api_key {

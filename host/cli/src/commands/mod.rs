@@ -43,6 +43,87 @@ impl LimitArgs {
     }
 }
 
+/// Long-term memory for the turns of `serve` and `chat`: whose memory, how
+/// its facts are extracted, and whether the model gets the memory tools.
+#[derive(Clone, Debug, clap::Args)]
+pub struct MemoryArgs {
+    /// Whose long-term memory turns recall from and flush into (the store's memory, as
+    /// `agent-host memory` and `/v1/memory` serve it): recalled facts go in each view's
+    /// volatile tail, after the newest message. None: turns and views use no memory.
+    #[arg(long, value_name = "USER")]
+    pub memory_user: Option<String>,
+    /// With --memory-user, how facts are extracted: `offline` (explicit facts, at the
+    /// flush before a summary) or `model` (the configured provider, every
+    /// --extraction-threshold exchanges and at the flush; offline when it fails).
+    #[arg(long, default_value = "offline", value_name = "offline|model")]
+    pub memory_extraction: MemoryExtraction,
+    /// Exchanges between two extractions by the model.
+    #[arg(long, default_value_t = agent_host_engine::DEFAULT_EXTRACTION_THRESHOLD, value_name = "N")]
+    pub extraction_threshold: usize,
+    /// With --memory-user, offer the model the memory tools (`memory_search`,
+    /// `memory_write`, `memory_recall`) in every turn; agent-host runs the calls it makes
+    /// and asks again (at most 4 rounds a turn), and stores them with the turn.
+    #[arg(long, requires = "memory_user")]
+    pub memory_tools: bool,
+}
+
+/// How turns extract facts (`--memory-extraction`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemoryExtraction {
+    /// Core's offline extractor.
+    Offline,
+    /// The configured provider.
+    Model,
+}
+
+impl MemoryArgs {
+    /// The memory configuration these flags ask for, over the memory `open`
+    /// gives (called only when a user is named); `has_provider` says whether
+    /// a model is configured. A bad user name, or model extraction without a
+    /// user or a model, is refused with what to do.
+    pub fn config(
+        &self,
+        open: impl FnOnce() -> anyhow::Result<std::sync::Arc<agent_host_store::memory::MemoryStore>>,
+        has_provider: bool,
+    ) -> anyhow::Result<Option<agent_host_engine::MemoryConfig>> {
+        if self.memory_extraction == MemoryExtraction::Model
+            && (self.memory_user.is_none() || !has_provider)
+        {
+            anyhow::bail!(
+                "--memory-extraction model needs --memory-user and a provider (--provider and --model, or [provider] in agent-host.toml)"
+            );
+        }
+        let Some(user) = &self.memory_user else {
+            return Ok(None);
+        };
+        if user.trim().is_empty() || user.len() > 256 {
+            anyhow::bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
+        }
+        let mut config = agent_host_engine::MemoryConfig::new(open()?, user.clone());
+        config.extraction = match self.memory_extraction {
+            MemoryExtraction::Offline => agent_host_engine::Extraction::Offline,
+            MemoryExtraction::Model => agent_host_engine::Extraction::Model,
+        };
+        config.extraction_threshold = self.extraction_threshold.max(1);
+        config.tools = self.memory_tools;
+        Ok(Some(config))
+    }
+}
+
+/// The long-term memory kept beside the sessions of the store `spec`.
+pub fn open_memory(
+    spec: &str,
+) -> anyhow::Result<std::sync::Arc<agent_host_store::memory::MemoryStore>> {
+    use anyhow::Context;
+    let memory = agent_host_store::memory::MemoryStore::open(spec).with_context(|| {
+        format!(
+            "cannot open the memory of the store {}",
+            agent_host_store::redact(spec)
+        )
+    })?;
+    Ok(std::sync::Arc::new(memory))
+}
+
 /// Runs an engine future to completion on the command line's async
 /// runtime (a multi-thread one: the engine's blocking tasks block on its
 /// handle while a summary is written).

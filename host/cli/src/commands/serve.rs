@@ -60,30 +60,10 @@ pub struct ServeArgs {
         value_name = "fingerprint|pass-through"
     )]
     anonymous: agent_host_server::gateway::Anonymous,
-    /// Whose long-term memory turns recall from and flush into (the store's memory, as
-    /// `/v1/memory` serves it): recalled facts go in each view's volatile tail, after the
-    /// newest message. None: turns and views use no memory.
-    #[arg(long, value_name = "USER")]
-    memory_user: Option<String>,
-    /// With --memory-user, how facts are extracted: `offline` (explicit facts, at the
-    /// flush before a summary) or `model` (the configured provider, every
-    /// --extraction-threshold exchanges and at the flush; offline when it fails).
-    #[arg(long, default_value = "offline", value_name = "offline|model")]
-    memory_extraction: MemoryExtraction,
-    /// Exchanges between two extractions by the model.
-    #[arg(long, default_value_t = agent_host_engine::DEFAULT_EXTRACTION_THRESHOLD, value_name = "N")]
-    extraction_threshold: usize,
+    #[command(flatten)]
+    memory: crate::commands::MemoryArgs,
     #[command(flatten)]
     overrides: Overrides,
-}
-
-/// How the server's turns extract facts (`--memory-extraction`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MemoryExtraction {
-    /// Core's offline extractor.
-    Offline,
-    /// The configured model.
-    Model,
 }
 
 impl ServeArgs {
@@ -146,11 +126,6 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
             .map(|url| WebhookConfig::new(url.clone(), secret.as_bytes()))
             .collect()
     };
-    if let Some(user) = &args.memory_user
-        && (user.trim().is_empty() || user.len() > 256)
-    {
-        bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
-    }
     let config = ServerConfig {
         idle_after: args.idle_after,
         sweep_every: (args.idle_after / 4)
@@ -163,14 +138,7 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
         hooks: load_hooks(&args.hooks)?,
         anonymous: args.anonymous,
         // Long-term memory beside the sessions, in the same store.
-        memory: Some(std::sync::Arc::new(
-            agent_host_store::memory::MemoryStore::open(&settings.store).with_context(|| {
-                format!(
-                    "cannot open the memory of the store {}",
-                    agent_host_store::redact(&settings.store)
-                )
-            })?,
-        )),
+        memory: Some(crate::commands::open_memory(&settings.store)?),
         upstreams: settings
             .upstreams
             .iter()
@@ -206,26 +174,11 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
         })?;
     let mut engine_config = settings.engine_config(processors);
     engine_config.cache_dir = agent_host_runtime::CompileCache::default_root();
-    engine_config.memory = match (&args.memory_user, &config.memory) {
-        (Some(user), Some(memory)) => {
-            let mut memory =
-                agent_host_engine::MemoryConfig::new(std::sync::Arc::clone(memory), user.clone());
-            memory.extraction = match args.memory_extraction {
-                MemoryExtraction::Offline => agent_host_engine::Extraction::Offline,
-                MemoryExtraction::Model => agent_host_engine::Extraction::Model,
-            };
-            memory.extraction_threshold = args.extraction_threshold.max(1);
-            Some(memory)
-        }
-        _ => None,
-    };
-    if args.memory_extraction == MemoryExtraction::Model
-        && (args.memory_user.is_none() || engine_config.provider.is_none())
-    {
-        bail!(
-            "--memory-extraction model needs --memory-user and a provider (--provider and --model, or [provider] in agent-host.toml)"
-        );
-    }
+    let memory = config.memory.clone();
+    engine_config.memory = args.memory.config(
+        || memory.context("the server keeps no memory"),
+        engine_config.provider.is_some(),
+    )?;
     let engine = crate::engine_over(engine_config, store, false)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_name("agent-host-server")
