@@ -8,6 +8,9 @@
 //!   `agent-host-core`, not through this crate): loading with detection,
 //!   validation, repair, every writable format, Markdown, a query, and the
 //!   compaction pipeline at five budgets (report, checkpoint, view, append);
+//! - type-checked: `test/types.mts`, a TypeScript user's program, compiles
+//!   against the package's `index.d.ts` with the toolchain's pinned `tsc`
+//!   (`--strict`), and a wrong type does not;
 //! - imported as an ES module by a page served on localhost to headless
 //!   Chromium, which runs the pipeline on a corpus history; the page's
 //!   result must equal the native core's.
@@ -452,6 +455,61 @@ fn the_npm_package_gives_the_native_cores_results_on_the_corpus() {
     assert!(
         out.contains(&passed) && out.contains("# fail 0"),
         "node --test did not run every case ({passed} expected):\n{out}"
+    );
+}
+
+#[test]
+fn the_packages_types_check_with_typescript() {
+    let test = "the_packages_types_check_with_typescript";
+    if skipped(test) {
+        return;
+    }
+    let user = installed();
+    // The toolchain's pinned TypeScript (a dependency of jco), beside jco.
+    let toolchain = run(
+        Command::new("bash").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("toolchain.sh")),
+        "core/js/toolchain.sh",
+    );
+    let jco = PathBuf::from(text(&toolchain.stdout).lines().last().unwrap_or_default());
+    let tsc = jco.with_file_name("tsc");
+    let check = |source: &str| {
+        std::fs::write(user.join("types.mts"), source).unwrap();
+        Command::new(&tsc)
+            .args([
+                "--noEmit",
+                "--strict",
+                "--module",
+                "nodenext",
+                "--moduleResolution",
+                "nodenext",
+                "--target",
+                "es2022",
+                "--lib",
+                "es2022,esnext.disposable",
+                "types.mts",
+            ])
+            .current_dir(user)
+            .output()
+            .expect("tsc runs")
+    };
+    let source =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("test/types.mts"))
+            .unwrap();
+    let checked = check(&source);
+    assert!(
+        checked.status.success(),
+        "test/types.mts does not compile against index.d.ts:\n{}{}",
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+    // The types are real: a wrong one is refused.
+    let wrong = check(&format!(
+        "{source}\nexport const wrong: string = History.load(\"[]\").tokens();\n"
+    ));
+    assert!(
+        !wrong.status.success() && text(&wrong.stdout).contains("bigint"),
+        "a bigint taken for a string compiled: the package's types are missing or `any`:\n{}",
+        text(&wrong.stdout)
     );
 }
 
