@@ -163,18 +163,17 @@ fn query_of(q: wit::Query) -> Result<Query, wit::Failure> {
         .transpose()?;
     let time = |what: &str, t: Option<&str>| -> Result<Option<DateTime<Utc>>, wit::Failure> {
         let Some(t) = t else { return Ok(None) };
-        // Without `now` only absolute times can be read: the epoch stands in
-        // for it, and a duration is refused rather than read against it.
-        let absolute = query::parse_time(t, DateTime::<Utc>::UNIX_EPOCH);
         match now {
-            Some(now) => query::parse_time(t, now).map(Some),
+            Some(now) => query::parse_time(t, now),
             None if query::parse_duration(t).is_ok() => {
                 return Err(invalid(format!(
                     "{what} `{t}` is a duration before now: give the query's `now` too"
                 )));
             }
-            None => absolute.map(Some),
+            // Not a duration: an absolute time, which never reads `now`.
+            None => query::parse_time(t, DateTime::<Utc>::UNIX_EPOCH),
         }
+        .map(Some)
         .map_err(|e| invalid(format!("{what}: {e}")))
     };
     Ok(Query {

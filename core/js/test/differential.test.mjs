@@ -11,7 +11,7 @@ import { History, formats, CoreError } from "agent-host-core";
 
 const cases = JSON.parse(readFileSync(process.env.AGENT_HOST_CORE_CASES, "utf8"));
 const expected = JSON.parse(readFileSync(process.env.AGENT_HOST_CORE_EXPECTED, "utf8"));
-const { now, pipelines, query } = JSON.parse(readFileSync(process.env.AGENT_HOST_CORE_PLAN, "utf8"));
+const { now, pipelines, queries } = JSON.parse(readFileSync(process.env.AGENT_HOST_CORE_PLAN, "utf8"));
 
 /** Plain JSON: bigints as numbers, undefined fields left out. */
 function plain(value) {
@@ -57,7 +57,7 @@ function results(text) {
     },
     dumps,
     markdown: history.markdown("corpus"),
-    query: attempt(() => history.query(query).dump("jsonl")),
+    queries: queries.map((q) => attempt(() => history.query(q).dump("jsonl"))),
     compact: pipelines.map((options) =>
       attempt(() => {
         const c = history.compact({ ...options, now });

@@ -6,7 +6,7 @@
 //!   of the corpus and a few broken ones, its results compared with the
 //!   native core's on the same inputs (written here, straight from
 //!   `agent-host-core`, not through this crate): loading with detection,
-//!   validation, repair, every writable format, Markdown, a query, and the
+//!   validation, repair, every writable format, Markdown, four queries, and the
 //!   compaction pipeline at five budgets (report, checkpoint, view, append);
 //! - type-checked: `test/types.mts`, a TypeScript user's program, compiles
 //!   against the package's `index.d.ts` with the toolchain's pinned `tsc`
@@ -28,7 +28,7 @@ use agent_host_core::budget::BudgetConfig;
 use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::format::{self, Format, FormatError, Limits};
 use agent_host_core::pipeline::{self, Compaction, PipelineConfig, SummaryOutcome};
-use agent_host_core::query::Query;
+use agent_host_core::query::{self, Query};
 use agent_host_core::repair::repair;
 use agent_host_core::validate::validate;
 use agent_host_core::{ErrorKind, HeuristicCounter, Message, Role, TokenCounter, export};
@@ -184,8 +184,47 @@ fn pipelines() -> Value {
     ])
 }
 
-fn query_plan() -> Value {
-    json!({"contains": "the", "roles": ["assistant", "user"], "agents": [], "limit": 5, "includeForwarded": false})
+/// The queries each history answers: by text, role and count; by a time
+/// relative to `now`; and one refused (a duration without `now`).
+fn queries() -> Value {
+    json!([
+        {"contains": "the", "roles": ["assistant", "user"], "agents": [], "limit": 5, "includeForwarded": false},
+        {"since": "400d", "now": NOW, "roles": [], "agents": [], "includeForwarded": false},
+        {"until": "2025-01-01", "roles": ["tool"], "agents": [], "includeForwarded": false},
+        {"since": "2h", "roles": [], "agents": [], "includeForwarded": false}
+    ])
+}
+
+/// What a query of [`queries`] gives natively (the last is refused, with
+/// the package's message).
+fn native_queries(messages: &[Message], now: DateTime<Utc>) -> Value {
+    let by_text = Query {
+        contains: Some("the".into()),
+        roles: vec![Role::Assistant, Role::User],
+        limit: Some(5),
+        ..Query::default()
+    };
+    let recent = Query {
+        since: Some(query::parse_time("400d", now).unwrap()),
+        ..Query::default()
+    };
+    let old_results = Query {
+        until: Some(query::parse_time("2025-01-01", now).unwrap()),
+        roles: vec![Role::Tool],
+        ..Query::default()
+    };
+    let mut answers: Vec<Value> = [by_text, recent, old_results]
+        .iter()
+        .map(|q| {
+            let found: Vec<Message> = q.apply(messages).into_iter().cloned().collect();
+            ok(jsonl(&found))
+        })
+        .collect();
+    answers.push(err(
+        ErrorKind::InvalidInput,
+        "since `2h` is a duration before now: give the query's `now` too",
+    ));
+    Value::from(answers)
 }
 
 // --- The native side: core's results in the shapes the package gives. ---
@@ -373,13 +412,6 @@ fn native(text: &str) -> Value {
             (f.name().to_owned(), dumped)
         })
         .collect();
-    let q = Query {
-        contains: Some("the".into()),
-        roles: vec![Role::Assistant, Role::User],
-        limit: Some(5),
-        ..Query::default()
-    };
-    let found: Vec<Message> = q.apply(&messages).into_iter().cloned().collect();
     let now = DateTime::parse_from_rfc3339(NOW)
         .unwrap()
         .with_timezone(&Utc);
@@ -398,7 +430,7 @@ fn native(text: &str) -> Value {
         },
         "dumps": dumps,
         "markdown": export::to_markdown(&messages, Some("corpus")),
-        "query": ok(jsonl(&found)),
+        "queries": native_queries(&messages, now),
         "compact": compact,
     })
 }
@@ -426,7 +458,7 @@ fn the_npm_package_gives_the_native_cores_results_on_the_corpus() {
     let expected_file = write("expected.json", &Value::from(expected));
     let plan = write(
         "plan.json",
-        &json!({"now": NOW, "pipelines": pipelines(), "query": query_plan()}),
+        &json!({"now": NOW, "pipelines": pipelines(), "queries": queries()}),
     );
     // The test file sits beside the user's node_modules, so that it imports
     // the package by name, as a user's program would.
