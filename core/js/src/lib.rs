@@ -322,17 +322,14 @@ impl api::Guest for Component {
 impl api::GuestHistory for History {
     fn load(text: String, format: Option<String>) -> Result<api::History, wit::Failure> {
         let limits = Limits::default();
-        let (format, transcript) = match format {
+        let (format, t) = match format {
             Some(name) => {
                 let format = parse_format(&name)?;
-                (format, format::parse_within(format, &text, &limits))
+                format::parse_within(format, &text, &limits).map(|t| (format, t))
             }
-            None => match format::parse_detected_within(&text, &limits) {
-                Ok((format, t)) => (format, Ok(t)),
-                Err(e) => return Err(format_error(&e)),
-            },
-        };
-        let t = transcript.map_err(|e| format_error(&e))?;
+            None => format::parse_detected_within(&text, &limits),
+        }
+        .map_err(|e| format_error(&e))?;
         Ok(api::History::new(History {
             messages: t.messages,
             format,

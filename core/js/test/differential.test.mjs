@@ -29,6 +29,11 @@ function attempt(run) {
 }
 
 function results(text) {
+  // Read as a named format (JSONL) rather than a detected one.
+  const named = attempt(() => {
+    const h = History.load(text, "jsonl");
+    return { format: h.format(), len: h.len() };
+  });
   let history;
   const load = attempt(() => {
     history = History.load(text);
@@ -42,13 +47,14 @@ function results(text) {
       violations: history.violations(),
     };
   });
-  if (load.err) return plain({ load });
+  if (load.err) return plain({ named, load });
   const repaired = history.repair();
   const dumps = {};
   for (const f of formats().filter((f) => f.writable)) {
     dumps[f.name] = attempt(() => history.dump(f.name));
   }
   return plain({
+    named,
     load,
     repair: {
       repairs: repaired.repairs,

@@ -5,7 +5,8 @@
 //! - run by `node --test` (`test/differential.test.mjs`) over every history
 //!   of the corpus and a few broken ones, its results compared with the
 //!   native core's on the same inputs (written here, straight from
-//!   `agent-host-core`, not through this crate): loading with detection,
+//!   `agent-host-core`, not through this crate): loading with detection and
+//!   as a named format,
 //!   validation, repair, every writable format, Markdown, four queries, and the
 //!   compaction pipeline at five budgets (report, checkpoint, view, append);
 //! - type-checked: `test/types.mts`, a TypeScript user's program, compiles
@@ -374,9 +375,13 @@ fn compaction(messages: &[Message], options: &Value, now: DateTime<Utc>) -> Valu
 
 /// What the native core gives for `text`, in the package's shapes.
 fn native(text: &str) -> Value {
+    let named = format::parse_within(Format::Jsonl, text, &Limits::default()).map_or_else(
+        |e| format_err(&e),
+        |t| ok(json!({"format": "jsonl", "len": t.messages.len()})),
+    );
     let (format, transcript) = match format::parse_detected_within(text, &Limits::default()) {
         Ok(loaded) => loaded,
-        Err(e) => return json!({ "load": format_err(&e) }),
+        Err(e) => return json!({ "named": named, "load": format_err(&e) }),
     };
     let messages = transcript.messages;
     let counter = HeuristicCounter::default();
@@ -422,6 +427,7 @@ fn native(text: &str) -> Value {
         .map(|options| compaction(&messages, options, now))
         .collect();
     json!({
+        "named": named,
         "load": ok(load),
         "repair": {
             "repairs": repairs.iter().map(ToString::to_string).collect::<Vec<_>>(),
