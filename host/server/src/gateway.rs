@@ -25,7 +25,9 @@
 //!    only what is new: all of it is appended.
 //! 3. **The view is prepared** as for a turn: the pipeline fits the window
 //!    (budget, pruning, a summary checkpoint, truncation), then the
-//!    processors run in the sandbox.
+//!    processors run in the sandbox: those of the chain the request asks
+//!    for (`x-agent-host-chain`, else `default`) that run on its route and
+//!    for its model (`gateway/chains.rs`).
 //! 4. **The request goes upstream** as the client wrote it, its messages
 //!    replaced by the view (and the model kept), less what only another
 //!    upstream can read (signed or encrypted reasoning, compaction items,
@@ -92,7 +94,10 @@ const MAX_BRANCHES: usize = 4;
 /// The headers of a client passed upstream.
 const FORWARDED_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
 
+pub(crate) mod chains;
 pub(crate) mod responses;
+
+pub use chains::{CHAIN_HEADER, DEFAULT_CHAIN, GatewayProcessor};
 
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
@@ -220,6 +225,9 @@ pub struct RequestRecord {
     /// another upstream can read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The processor chain the request ran (see [`GatewayProcessor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
     /// The id of the Responses answer this request was given (a Responses
     /// client's), once it is stored: the newest one is what
     /// `previous_response_id` must name, after a restart too.
@@ -780,11 +788,32 @@ async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> R
         Ok(found) => found,
         Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
     };
+    // The processors run for the model the upstream is sent.
+    let model = asked
+        .model
+        .clone()
+        .unwrap_or_else(|| upstream.provider.settings().model.clone());
+    let selected = match state
+        .chains
+        .select(&state.engine, &headers, wire, &model)
+        .await
+    {
+        Ok(selected) => selected,
+        Err((status, e)) => {
+            let kind = if status == StatusCode::BAD_REQUEST {
+                "invalid_request_error"
+            } else {
+                "api_error"
+            };
+            return wire.error(status, kind, &e);
+        }
+    };
     let outgoing = match identity {
         Some((key, identified_by)) => {
+            let asked = (asked, selected);
             prepare(&state, wire, &headers, asked, &upstream, key, identified_by).await
         }
-        None => pass_through(&state, wire, &headers, asked, &upstream).await,
+        None => pass_through(&state, wire, &headers, (asked, selected), &upstream).await,
     };
     match outgoing {
         Ok(outgoing) => send(state, upstream.provider, outgoing).await,
@@ -839,7 +868,7 @@ async fn pass_through(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    asked: Asked,
+    (asked, selected): (Asked, chains::Selected),
     upstream: &Upstream,
 ) -> Result<Outgoing, ApiError> {
     let mut messages = asked.messages.clone();
@@ -848,9 +877,21 @@ async fn pass_through(
     }
     let prepared = state
         .engine
-        .prepare_detached(messages, None, Arc::new(agent_host_engine::Quiet))
+        .prepare_detached(
+            messages,
+            selected.chain.clone(),
+            Arc::new(agent_host_engine::Quiet),
+        )
         .await?;
-    outgoing(state, wire, headers, asked, upstream, prepared, None)
+    outgoing(
+        state,
+        wire,
+        headers,
+        (asked, selected.name),
+        upstream,
+        prepared,
+        None,
+    )
 }
 
 /// The session locks a request holds until its answer is stored or
@@ -897,7 +938,7 @@ async fn prepare(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    asked: Asked,
+    (asked, selected): (Asked, chains::Selected),
     upstream: &Upstream,
     key: String,
     identified_by: &'static str,
@@ -978,7 +1019,7 @@ async fn prepare(
                         ask.leading.clone(),
                         asked.messages.clone(),
                         CHANNEL,
-                        None,
+                        selected.chain.clone(),
                         state.config.request_stages,
                         observer,
                     )
@@ -995,7 +1036,7 @@ async fn prepare(
                         SessionRef::Id(meta.id),
                         messages,
                         CHANNEL,
-                        None,
+                        selected.chain.clone(),
                         state.config.request_stages,
                         observer,
                     )
@@ -1036,7 +1077,15 @@ async fn prepare(
             branched_from,
             locks: (turn, shared),
         };
-        return outgoing(state, wire, headers, asked, upstream, prepared, Some(held));
+        return outgoing(
+            state,
+            wire,
+            headers,
+            (asked, selected.name),
+            upstream,
+            prepared,
+            Some(held),
+        );
     }
     Err(ApiError::new(
         ErrorKind::InvalidInput,
@@ -1050,7 +1099,7 @@ fn outgoing(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    asked: Asked,
+    (asked, chain): (Asked, String),
     upstream: &Upstream,
     mut prepared: Prepared,
     held: Option<Held>,
@@ -1120,6 +1169,7 @@ fn outgoing(
         ("x-agent-host-tokens-after", tokens_after.to_string()),
         ("x-agent-host-summary", summary.to_owned()),
         ("x-agent-host-processors", processor_line),
+        ("x-agent-host-chain", chain.clone()),
         ("x-agent-host-upstream", upstream.name.clone()),
     ];
     let (session, n, pending, locks) = match held {
@@ -1154,6 +1204,7 @@ fn outgoing(
                 error: None,
                 upstream: Some(upstream.name.clone()),
                 notes,
+                chain: Some(chain),
                 response: None,
             };
             let n = state.records.add(held.meta.id, record);

@@ -1442,3 +1442,177 @@ async fn a_responses_fork_is_refused_after_a_restart_too() {
     .await;
     assert_eq!(status, 200, "{third}");
 }
+
+/// A processor that inserts `note` into the view (the `edits` test
+/// component), in `chains`, on `routes`, for `models`.
+fn noting(
+    note: &str,
+    chains: &[&str],
+    routes: Option<Vec<agent_host_server::gateway::Wire>>,
+    models: Option<&[&str]>,
+) -> agent_host_server::gateway::GatewayProcessor {
+    agent_host_server::gateway::GatewayProcessor {
+        path: agent_host_test_artifacts::EDITS.into(),
+        options: agent_host_runtime::ProcessorOptions {
+            config: Some(json!({ "insert": note }).to_string()),
+            ..agent_host_runtime::ProcessorOptions::default()
+        },
+        routes,
+        models: models.map(|m| m.iter().map(|m| (*m).to_owned()).collect()),
+        chains: chains.iter().map(|c| (*c).to_owned()).collect(),
+    }
+}
+
+/// Issue 17: processors run per route, per model and per chain (a named
+/// chain a request asks for with `x-agent-host-chain`, only among the
+/// configured ones); the response header and the request's record say
+/// which chain ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processors_run_per_route_per_model_and_per_chain() {
+    use agent_host_server::gateway::Wire as Route;
+    let server = ServerConfig {
+        processors: vec![
+            noting("note-everywhere", &["default"], None, None),
+            noting(
+                "note-chat-only",
+                &["default"],
+                Some(vec![Route::ChatCompletions]),
+                None,
+            ),
+            noting("note-gpt4o", &["default"], None, Some(&["gpt-4o*"])),
+            noting("note-review", &["review"], None, None),
+            noting(
+                "note-both",
+                &["default", "review"],
+                Some(vec![Route::Responses]),
+                None,
+            ),
+        ],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::OpenAi, EngineConfig::default(), server).await;
+    let notes = |n: usize| -> Vec<&'static str> {
+        let request = &gateway.upstream.requests()[n];
+        [
+            "note-everywhere",
+            "note-chat-only",
+            "note-gpt4o",
+            "note-review",
+            "note-both",
+        ]
+        .into_iter()
+        .filter(|note| request.contains(note))
+        .collect()
+    };
+
+    // Chat Completions, a model no entry names: the default chain's
+    // entries for every model and for this route.
+    gateway.upstream.push(Answer::text("One.").into());
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"model": "small", "messages": [{"role": "user", "content": "hi"}]}),
+        &[("x-session-id", "per-route")],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(notes(0), ["note-everywhere", "note-chat-only"]);
+    assert_eq!(headers["x-agent-host-chain"], "default");
+    let session = headers["x-agent-host-session"].to_str().unwrap().to_owned();
+    let record: Value = reqwest::get(format!("{}/v1/sessions/{session}/requests/1", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["chain"], "default", "{record}");
+    assert_eq!(
+        record["processors"].as_array().unwrap().len(),
+        2,
+        "{record}"
+    );
+
+    // Responses, a gpt-4o model: the model's entry and the route's.
+    gateway.upstream.push(Answer::text("Two.").into());
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "gpt-4o-mini", "input": "hello", "user": "per-model"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(notes(1), ["note-everywhere", "note-gpt4o", "note-both"]);
+
+    // The review chain, asked for by name: only its entries.
+    gateway.upstream.push(Answer::text("Three.").into());
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hey"}]}),
+        &[
+            ("x-session-id", "per-chain"),
+            ("x-agent-host-chain", "review"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(notes(2), ["note-review"]);
+    assert_eq!(headers["x-agent-host-chain"], "review");
+
+    // A chain the configuration does not name is refused, naming those it
+    // does; so is a name that is no chain's.
+    for bad in ["strict", "../x.wasm"] {
+        let (status, reply, _) = post(
+            &gateway.base,
+            json!({"model": "small", "messages": [{"role": "user", "content": "hi"}]}),
+            &[("x-agent-host-chain", bad)],
+        )
+        .await;
+        assert_eq!(status, 400, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("x-agent-host-chain") || message.contains("default, review"),
+            "{message}"
+        );
+    }
+    assert_eq!(gateway.upstream.requests().len(), 3);
+}
+
+/// With no gateway processors configured, the engine's chain runs as the
+/// default and no named chain may be asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_gateway_processors_the_engines_chain_is_the_default() {
+    let config = EngineConfig {
+        processors: vec![(
+            agent_host_test_artifacts::EDITS.into(),
+            agent_host_runtime::ProcessorOptions {
+                config: Some(json!({"insert": "note-engine"}).to_string()),
+                ..agent_host_runtime::ProcessorOptions::default()
+            },
+        )],
+        ..EngineConfig::default()
+    };
+    let gateway = Gateway::start_with(Wire::OpenAi, config).await;
+    gateway.upstream.push(Answer::text("One.").into());
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"messages": [{"role": "user", "content": "hi"}]}),
+        &[("x-session-id", "engine-chain")],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(gateway.upstream.requests()[0].contains("note-engine"));
+    assert_eq!(headers["x-agent-host-chain"], "default");
+    let (status, reply, _) = post(
+        &gateway.base,
+        json!({"messages": [{"role": "user", "content": "hi"}]}),
+        &[("x-agent-host-chain", "review")],
+    )
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("review"),
+        "{reply}"
+    );
+}
