@@ -200,7 +200,9 @@ fn script(upstream: &LlmServer) {
     upstream.push(Answer::text("Nothing else.").with_usage(40, 3).into());
 }
 
-/// Checks one three-request conversation end to end.
+/// Checks one three-request conversation end to end, the upstream
+/// speaking `wire` (the scenario's client the same wire, or the other,
+/// translated).
 async fn conversation(wire: Wire, scenario: &str) {
     let Some(python) = sdk_python() else { return };
     let gateway = Gateway::start(wire).await;
@@ -217,13 +219,24 @@ async fn conversation(wire: Wire, scenario: &str) {
     assert_eq!(arguments, json!({"path": "a.rs"}));
     assert_eq!(turns[1]["text"], "It holds an empty main.", "{got}");
     assert_eq!(turns[2]["text"], "Nothing else.", "{got}");
-    let (input, output) = match wire {
-        Wire::OpenAi => ("prompt_tokens", "completion_tokens"),
-        Wire::Anthropic => ("input_tokens", "output_tokens"),
+    let anthropic_client = scenario.starts_with("anthropic");
+    let (input, output) = if anthropic_client {
+        ("input_tokens", "output_tokens")
+    } else {
+        ("prompt_tokens", "completion_tokens")
     };
     assert_eq!(turns[1]["usage"][input], 30, "{got}");
     assert_eq!(turns[1]["usage"][output], 7, "{got}");
-    if scenario.ends_with("stream") && wire == Wire::Anthropic {
+    assert_eq!(
+        turns[0]["finish"],
+        if anthropic_client {
+            "tool_use"
+        } else {
+            "tool_calls"
+        },
+        "{got}"
+    );
+    if scenario.ends_with("stream") && anthropic_client {
         let events: Vec<&str> = turns[1]["events"]
             .as_array()
             .unwrap()
@@ -353,6 +366,30 @@ async fn anthropic_sdk_streamed_conversation() {
     conversation(Wire::Anthropic, "anthropic-stream").await;
 }
 
+/// Issue 17: a Chat Completions client in front of an Anthropic upstream,
+/// translated both ways (tool calls, usage, the stream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_conversation_in_front_of_anthropic() {
+    conversation(Wire::Anthropic, "openai").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_streamed_conversation_in_front_of_anthropic() {
+    conversation(Wire::Anthropic, "openai-stream").await;
+}
+
+/// Issue 17: an Anthropic Messages client in front of a Chat Completions
+/// upstream (llama.cpp, DeepSeek), translated both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_sdk_conversation_in_front_of_chat_completions() {
+    conversation(Wire::OpenAi, "anthropic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_sdk_streamed_conversation_in_front_of_chat_completions() {
+    conversation(Wire::OpenAi, "anthropic-stream").await;
+}
+
 /// An upstream error reaches the SDK with its status and message; the
 /// user's message is stored, no answer is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -361,6 +398,9 @@ async fn upstream_errors_reach_the_sdks_as_they_were() {
     for (wire, scenario) in [
         (Wire::OpenAi, "openai-error"),
         (Wire::Anthropic, "anthropic-error"),
+        // Each client in front of the other wire: its own error shape.
+        (Wire::Anthropic, "openai-error"),
+        (Wire::OpenAi, "anthropic-error"),
     ] {
         let gateway = Gateway::start(wire).await;
         gateway.upstream.push(Scripted::Status {
@@ -515,23 +555,23 @@ async fn bad_requests_are_refused_in_the_wires_shape() {
             .unwrap()
             .contains("at most 512")
     );
-    // The other wire's endpoint says which one this upstream speaks.
+    // The other wire's endpoint is translated, but a tool only Anthropic
+    // runs cannot go to this upstream: refused in Anthropic's shape, naming
+    // the tool, before anything is stored.
     let reply = reqwest::Client::new()
         .post(format!("{base}/v1/messages"))
-        .json(
-            &json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}),
-        )
+        .json(&json!({"model": "m", "max_tokens": 5,
+                      "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+                      "messages": [{"role": "user", "content": "x"}]}))
         .send()
         .await
         .unwrap();
     assert_eq!(reply.status().as_u16(), 400);
     let reply: Value = reply.json().await.unwrap();
     assert_eq!(reply["type"], "error");
+    let message = reply["error"]["message"].as_str().unwrap();
     assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("/v1/chat/completions"),
+        message.contains("`tools[0]`") && message.contains("web_search"),
         "{reply}"
     );
     assert!(gateway.upstream.requests().is_empty());
