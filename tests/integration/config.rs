@@ -1077,3 +1077,102 @@ timeout_secs = 30
     assert!(e.message.contains("upstreams[0].api_key_env"), "{e}");
     assert!(e.message.contains("is not trusted"), "{e}");
 }
+
+/// Issue 17: a processor may run only on some routes, for some models, in
+/// named chains; the engine's turns run the default chain's entries for
+/// `turns` and the provider's model; bad values name the key and line, and
+/// `config show` loads back to the same.
+#[test]
+fn processors_are_selected_by_route_model_and_chain() {
+    const SELECTED: &str = "[provider]
+kind = \"openai\"
+model = \"gpt-4o-mini\"
+
+[[processors]]
+path = \"/abs/everywhere.wasm\"
+
+[[processors]]
+path = \"/abs/gateway-only.wasm\"
+routes = [\"chat_completions\", \"responses\"]
+
+[[processors]]
+path = \"/abs/other-models.wasm\"
+models = [\"claude-*\", \"llama3\"]
+
+[[processors]]
+path = \"/abs/for-gpt4o.wasm\"
+models = [\"gpt-4o*\"]
+chains = [\"default\", \"review\"]
+
+[[processors]]
+path = \"/abs/review-only.wasm\"
+chains = [\"review\"]
+";
+    let dirs = Dirs::new();
+    dirs.local(SELECTED);
+    let s = dirs.load(&[]).unwrap();
+    let turns: Vec<PathBuf> = s.processor_options().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        turns,
+        [
+            PathBuf::from("/abs/everywhere.wasm"),
+            PathBuf::from("/abs/for-gpt4o.wasm")
+        ]
+    );
+    assert_eq!(s.processor_chains(), ["default", "review"]);
+    assert_eq!(
+        s.processors[1].routes,
+        Some(vec![
+            agent_host_config::ProcessorRoute::ChatCompletions,
+            agent_host_config::ProcessorRoute::Responses
+        ])
+    );
+    assert_eq!(s.processors[0].chains, ["default"]);
+    let text = s.show();
+    let again_dirs = Dirs::new();
+    again_dirs.local(&text);
+    let again = again_dirs
+        .load(&[])
+        .unwrap_or_else(|e| panic!("{e:#}\n{text}"));
+    assert_eq!(again.processors, s.processors, "{text}");
+
+    for (text, key, says) in [
+        (
+            "[[processors]]\npath = \"a.wasm\"\nroutes = []\n",
+            "processors[0].routes",
+            "never run",
+        ),
+        (
+            "[[processors]]\npath = \"a.wasm\"\n\n[[processors]]\npath = \"b.wasm\"\nmodels = [\"gpt*4\"]\n",
+            "processors[1].models",
+            "`*` only at the end",
+        ),
+        (
+            "[[processors]]\npath = \"a.wasm\"\nmodels = []\n",
+            "processors[0].models",
+            "give 1 to 64",
+        ),
+        (
+            "[[processors]]\npath = \"a.wasm\"\nchains = [\"../evil\"]\n",
+            "processors[0].chains",
+            "ASCII letters",
+        ),
+    ] {
+        let path = dirs.local(text);
+        let e = config_error(dirs.load(&[]));
+        assert_eq!(e.key.as_deref(), Some(key), "{text}: {e}");
+        assert_eq!(e.file.as_deref(), Some(path.as_path()), "{e}");
+        assert!(e.line.is_some(), "{e}");
+        assert!(e.message.contains(says), "{text}: {e}");
+    }
+    // An unknown route is named by the reader, with the names it takes.
+    dirs.local("[[processors]]\npath = \"a.wasm\"\nroutes = [\"chat\"]\n");
+    let e = config_error(dirs.load(&[]));
+    assert!(e.to_string().contains("chat_completions"), "{e}");
+    assert!(
+        e.key
+            .as_deref()
+            .is_some_and(|k| k.starts_with("processors[0].routes")),
+        "{e}"
+    );
+}

@@ -133,6 +133,9 @@ pub(super) struct RawProcessor {
     pub allow_dirs: Option<Vec<PathBuf>>,
     pub allow_clocks: Option<bool>,
     pub allow_random: Option<bool>,
+    pub routes: Option<Vec<Choice<crate::ProcessorRoute>>>,
+    pub models: Option<Vec<String>>,
+    pub chains: Option<Vec<String>>,
 }
 
 /// A summarization trigger: a number, or the string `"off"` to turn it off.
@@ -231,6 +234,18 @@ impl Named for MaxTokensField {
     const ALL: &'static [Self] = &[
         MaxTokensField::MaxTokens,
         MaxTokensField::MaxCompletionTokens,
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for crate::ProcessorRoute {
+    const ALL: &'static [Self] = &[
+        crate::ProcessorRoute::ChatCompletions,
+        crate::ProcessorRoute::Messages,
+        crate::ProcessorRoute::Responses,
+        crate::ProcessorRoute::Turns,
     ];
     fn name(self) -> &'static str {
         self.as_str()

@@ -79,6 +79,9 @@
 //! config = { kinds = ["openai-key"] }               # any table, passed as JSON
 //! on_failure = "skip"
 //! deadline_ms = 250
+//! routes = ["chat_completions", "messages", "responses", "turns"]   # where it runs (default: all)
+//! models = ["gpt-4o", "qwen*"]                      # for which models (default: all)
+//! chains = ["default", "review"]                    # the chains it is in (default: ["default"])
 //! ```
 //!
 //! Every key is listed, with its default, by `agent-host config show`.
@@ -448,6 +451,70 @@ pub struct ProcessorSettings {
     /// How it runs: its `config` table as JSON text, limits, grants (its
     /// `allow_dirs` resolved like `path`) and policies.
     pub options: ProcessorOptions,
+    /// The routes it runs on (`routes`); `None`: every one.
+    pub routes: Option<Vec<ProcessorRoute>>,
+    /// The models it runs for (`models`: names, or prefixes ending in
+    /// `*`); `None`: every model.
+    pub models: Option<Vec<String>>,
+    /// The chains it belongs to (`chains`); [`DEFAULT_CHAIN`] unless the
+    /// file says otherwise.
+    pub chains: Vec<String>,
+}
+
+/// The chain a processor belongs to when its entry names none, and the one
+/// a request runs unless it asks for another.
+pub const DEFAULT_CHAIN: &str = "default";
+
+/// The most `[[processors]]` entries a file may hold.
+pub const MAX_PROCESSORS: usize = 64;
+
+/// Where a processor runs: one of the gateway's routes, or the engine's own
+/// turns (`agent-host chat` and `run`, `POST /v1/sessions/{id}/turns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProcessorRoute {
+    /// The gateway's `POST /v1/chat/completions`.
+    ChatCompletions,
+    /// The gateway's `POST /v1/messages`.
+    Messages,
+    /// The gateway's `POST /v1/responses`.
+    Responses,
+    /// The engine's turns: `chat`, `run`, the sessions API's turns.
+    Turns,
+}
+
+impl ProcessorRoute {
+    /// Its name in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessorRoute::ChatCompletions => "chat_completions",
+            ProcessorRoute::Messages => "messages",
+            ProcessorRoute::Responses => "responses",
+            ProcessorRoute::Turns => "turns",
+        }
+    }
+}
+
+/// Whether `model` is one `patterns` names: a name equal to it, or a prefix
+/// of it ending in `*`.
+pub fn model_matches(patterns: &[String], model: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => model.starts_with(prefix),
+        None => p == model,
+    })
+}
+
+impl ProcessorSettings {
+    /// Whether it runs in the chain `chain`, on `route`, for `model` (a
+    /// request that names no model is one every filter lets through only
+    /// when the entry has no `models`).
+    pub fn runs(&self, chain: &str, route: ProcessorRoute, model: Option<&str>) -> bool {
+        self.chains.iter().any(|c| c == chain)
+            && self.routes.as_ref().is_none_or(|r| r.contains(&route))
+            && self
+                .models
+                .as_ref()
+                .is_none_or(|m| model.is_some_and(|model| model_matches(m, model)))
+    }
 }
 
 /// How the configuration file was found.
@@ -725,7 +792,7 @@ impl Settings {
             raw.store.path.clone(),
             DEFAULT_STORE.to_owned(),
         );
-        let processors = merge.processors(raw);
+        let processors = merge.processors(raw)?;
         merge.check(&context, provider.as_ref(), &store, &processors)?;
         let upstreams = merge.upstreams(raw)?;
         let trust = match (&found, &doc) {
@@ -775,12 +842,29 @@ impl Settings {
         self.context.pipeline_config()
     }
 
-    /// The processors as `(component, options)`, in order: what the runtime loads.
+    /// The processors the engine's own turns run (`chat`, `run`, the
+    /// sessions API's turns), as `(component, options)`, in order: the
+    /// entries of the [`DEFAULT_CHAIN`] whose `routes` include `turns` and
+    /// whose `models` include the provider's model (when they say).
     pub fn processor_options(&self) -> Vec<(PathBuf, ProcessorOptions)> {
+        let model = self.provider.as_ref().map(|p| p.model.as_str());
         self.processors
             .iter()
+            .filter(|p| p.runs(DEFAULT_CHAIN, ProcessorRoute::Turns, model))
             .map(|p| (p.path.clone(), p.options.clone()))
             .collect()
+    }
+
+    /// The names of the chains the `[[processors]]` entries form, sorted.
+    pub fn processor_chains(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .processors
+            .iter()
+            .flat_map(|p| p.chains.iter().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// The engine this configuration describes; `processors`, when given

@@ -506,10 +506,26 @@ impl Merge<'_> {
         })
     }
 
-    pub(super) fn processors(&mut self, raw: &RawFile) -> Vec<ProcessorSettings> {
+    pub(super) fn processors(
+        &mut self,
+        raw: &RawFile,
+    ) -> Result<Vec<ProcessorSettings>, ConfigError> {
         let Some(doc) = self.doc else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
+        if raw.processors.len() > crate::MAX_PROCESSORS {
+            let key = format!("processors[{}]", crate::MAX_PROCESSORS);
+            return Err(ConfigError {
+                file: Some(doc.path.clone()),
+                line: doc.line_of(&format!("{key}.path")),
+                key: Some(key),
+                message: format!(
+                    "the file lists {} processors; at most {} are accepted",
+                    raw.processors.len(),
+                    crate::MAX_PROCESSORS
+                ),
+            });
+        }
         // Relative paths mean the same whatever the working directory: they
         // are the file's, as in Cargo.toml.
         let folder = doc.path.parent().unwrap_or(Path::new("")).to_owned();
@@ -563,7 +579,32 @@ impl Merge<'_> {
                 );
                 options.grants.clocks = self.file_or(&key("allow_clocks"), p.allow_clocks, false);
                 options.grants.random = self.file_or(&key("allow_random"), p.allow_random, false);
-                ProcessorSettings { path, options }
+                let routes = p.routes.as_ref().map(|r| r.iter().map(|c| c.0).collect());
+                let routes: Option<Vec<crate::ProcessorRoute>> =
+                    self.file_or(&key("routes"), routes.map(Some), None);
+                if routes.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(self.error(
+                        &key("routes"),
+                        "`routes` is empty, so the processor would never run; leave it out to run on every route".to_owned(),
+                    ));
+                }
+                let models = self.file_or(&key("models"), p.models.clone().map(Some), None);
+                if let Some(models) = &models {
+                    check_models(models).map_err(|e| self.error(&key("models"), e))?;
+                }
+                let chains = self.file_or(
+                    &key("chains"),
+                    p.chains.clone(),
+                    vec![crate::DEFAULT_CHAIN.to_owned()],
+                );
+                check_chains(&chains).map_err(|e| self.error(&key("chains"), e))?;
+                Ok(ProcessorSettings {
+                    path,
+                    options,
+                    routes,
+                    models,
+                    chains,
+                })
             })
             .collect()
     }
@@ -765,4 +806,59 @@ fn env_error(var: &str, value: &str, expected: &str) -> ConfigError {
         key: Some(var.to_owned()),
         message: format!("the environment variable {var}={value:?} is not valid: {expected}"),
     }
+}
+
+/// The most models one processor entry may list.
+const MAX_MODELS: usize = 64;
+
+/// The most chains one processor entry may be in.
+const MAX_CHAINS: usize = 16;
+
+/// The longest model name or prefix, and chain name, in bytes.
+const MAX_NAME: usize = 256;
+
+/// A processor's `models`: 1 to [`MAX_MODELS`] names or prefixes ending in
+/// `*`, none empty, `*` only at the end.
+fn check_models(models: &[String]) -> Result<(), String> {
+    if models.is_empty() || models.len() > MAX_MODELS {
+        return Err(format!(
+            "`models` lists {} entries; give 1 to {MAX_MODELS} (leave it out to run for every model)",
+            models.len()
+        ));
+    }
+    for (i, m) in models.iter().enumerate() {
+        let stem = m.strip_suffix('*').unwrap_or(m);
+        if stem.is_empty() || m.len() > MAX_NAME || stem.contains('*') {
+            return Err(format!(
+                "`models[{i}]` = {:?} must be a model name or a prefix ending in `*` (`gpt-4o*`), not empty, at most {MAX_NAME} bytes, with `*` only at the end (leave `models` out to run for every model)",
+                m.chars().take(80).collect::<String>()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A processor's `chains`: 1 to [`MAX_CHAINS`] names of ASCII letters,
+/// digits, `-` and `_`, at most 64 bytes each.
+fn check_chains(chains: &[String]) -> Result<(), String> {
+    if chains.is_empty() || chains.len() > MAX_CHAINS {
+        return Err(format!(
+            "`chains` lists {} names; give 1 to {MAX_CHAINS} (leave it out for the `{}` chain)",
+            chains.len(),
+            crate::DEFAULT_CHAIN
+        ));
+    }
+    for (i, c) in chains.iter().enumerate() {
+        let fine = !c.is_empty()
+            && c.len() <= 64
+            && c.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !fine {
+            return Err(format!(
+                "`chains[{i}]` = {:?} must be 1 to 64 ASCII letters, digits, `-` or `_`",
+                c.chars().take(80).collect::<String>()
+            ));
+        }
+    }
+    Ok(())
 }

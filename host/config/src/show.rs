@@ -140,25 +140,47 @@ impl Settings {
                 .iter()
                 .map(|d| d.display().to_string().into())
                 .collect();
-            let mut items = vec![
-                Entry::new("processors", "path", processor.path.display().to_string()),
-                Entry {
-                    value: config,
-                    unset: "the processor gets {}",
-                    ..Entry::new("processors", "config", "")
-                },
-                Entry::new("processors", "on_failure", policy_name(o.on_failure)),
-                Entry::new("processors", "on_invalid", policy_name(o.on_invalid)),
-                Entry::new(
-                    "processors",
-                    "deadline_ms",
-                    int(o.limits.deadline.as_millis()),
-                ),
-                Entry::new("processors", "memory_mib", int(o.limits.memory_bytes >> 20)),
-                Entry::new("processors", "allow_dirs", toml::Value::Array(dirs)),
-                Entry::new("processors", "allow_clocks", o.grants.clocks),
-                Entry::new("processors", "allow_random", o.grants.random),
-            ];
+            let mut items =
+                vec![
+                    Entry::new("processors", "path", processor.path.display().to_string()),
+                    Entry {
+                        value: config,
+                        unset: "the processor gets {}",
+                        ..Entry::new("processors", "config", "")
+                    },
+                    Entry::new("processors", "on_failure", policy_name(o.on_failure)),
+                    Entry::new("processors", "on_invalid", policy_name(o.on_invalid)),
+                    Entry::new(
+                        "processors",
+                        "deadline_ms",
+                        int(o.limits.deadline.as_millis()),
+                    ),
+                    Entry::new("processors", "memory_mib", int(o.limits.memory_bytes >> 20)),
+                    Entry::new("processors", "allow_dirs", toml::Value::Array(dirs)),
+                    Entry::new("processors", "allow_clocks", o.grants.clocks),
+                    Entry::new("processors", "allow_random", o.grants.random),
+                    Entry {
+                        value: processor.routes.as_ref().map(|r| {
+                            toml::Value::Array(r.iter().map(|r| r.as_str().into()).collect())
+                        }),
+                        unset: "every route",
+                        ..Entry::new("processors", "routes", "")
+                    },
+                    Entry {
+                        value: processor.models.as_ref().map(|m| {
+                            toml::Value::Array(m.iter().map(|m| m.as_str().into()).collect())
+                        }),
+                        unset: "every model",
+                        ..Entry::new("processors", "models", "")
+                    },
+                    Entry::new(
+                        "processors",
+                        "chains",
+                        toml::Value::Array(
+                            processor.chains.iter().map(|c| c.as_str().into()).collect(),
+                        ),
+                    ),
+                ];
             for item in &mut items {
                 item.index = Some(i);
             }

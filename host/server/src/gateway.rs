@@ -8,8 +8,9 @@
 //!
 //! 0. **Its upstream** is the one its `model` picks ([`Upstream`]: by name,
 //!    by prefix, else the default; the engine's provider when none are
-//!    configured). Chat Completions and Messages go to an upstream of their
-//!    own wire; Responses to either, translated.
+//!    configured). A Chat Completions or Messages request in front of an
+//!    upstream of the other wire is translated (`gateway/crossed.rs`), as a
+//!    Responses one always is (`gateway/responses.rs`).
 //! 1. **Its session** is found, in this order: the `x-session-id` header
 //!    (or `x-agent-host-session`), the body's `prompt_cache_key`, its
 //!    `user` (Anthropic: `metadata.user_id`), the Responses ids (the
@@ -25,7 +26,9 @@
 //!    only what is new: all of it is appended.
 //! 3. **The view is prepared** as for a turn: the pipeline fits the window
 //!    (budget, pruning, a summary checkpoint, truncation), then the
-//!    processors run in the sandbox.
+//!    processors run in the sandbox: those of the chain the request asks
+//!    for (`x-agent-host-chain`, else `default`) that run on its route and
+//!    for its model (`gateway/chains.rs`).
 //! 4. **The request goes upstream** as the client wrote it, its messages
 //!    replaced by the view (and the model kept), less what only another
 //!    upstream can read (signed or encrypted reasoning, compaction items,
@@ -92,7 +95,11 @@ const MAX_BRANCHES: usize = 4;
 /// The headers of a client passed upstream.
 const FORWARDED_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
 
+pub(crate) mod chains;
+pub(crate) mod crossed;
 pub(crate) mod responses;
+
+pub use chains::{CHAIN_HEADER, DEFAULT_CHAIN, GatewayProcessor};
 
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
@@ -117,8 +124,8 @@ pub enum Wire {
 }
 
 impl Wire {
-    /// The upstream wire this one is relayed to as it is; `None` when it
-    /// is translated to any.
+    /// The upstream wire this one is relayed to as it is (to the other it
+    /// is translated); `None` when it is translated to either.
     fn provider(self) -> Option<ProviderKind> {
         match self {
             Wire::ChatCompletions => Some(ProviderKind::OpenAi),
@@ -220,6 +227,9 @@ pub struct RequestRecord {
     /// another upstream can read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The processor chain the request ran (see [`GatewayProcessor`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
     /// The id of the Responses answer this request was given (a Responses
     /// client's), once it is stored: the newest one is what
     /// `previous_response_id` must name, after a restart too.
@@ -752,20 +762,11 @@ async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> R
             return wire.error(status, kind, &e);
         }
     };
-    let kind = upstream.provider.settings().kind;
-    if wire.provider().is_some_and(|wanted| wanted != kind) {
-        return wire.error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &format!(
-                "the upstream {:?} speaks the {kind} wire; send it {} requests, or OpenAI Responses (POST /v1/responses), which the gateway translates",
-                upstream.name,
-                match kind {
-                    ProviderKind::OpenAi => "Chat Completions (POST /v1/chat/completions)",
-                    ProviderKind::Anthropic => "Anthropic Messages (POST /v1/messages)",
-                }
-            ),
-        );
+    let settings = upstream.provider.settings();
+    if wire.provider().is_some_and(|own| own != settings.kind)
+        && let Err(e) = crossed::check(wire, settings, &asked.body)
+    {
+        return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e);
     }
     let mut asked = asked;
     // What only this upstream can read is marked as its own, so it never
@@ -780,11 +781,32 @@ async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> R
         Ok(found) => found,
         Err(e) => return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e),
     };
+    // The processors run for the model the upstream is sent.
+    let model = asked
+        .model
+        .clone()
+        .unwrap_or_else(|| upstream.provider.settings().model.clone());
+    let selected = match state
+        .chains
+        .select(&state.engine, &headers, wire, &model)
+        .await
+    {
+        Ok(selected) => selected,
+        Err((status, e)) => {
+            let kind = if status == StatusCode::BAD_REQUEST {
+                "invalid_request_error"
+            } else {
+                "api_error"
+            };
+            return wire.error(status, kind, &e);
+        }
+    };
     let outgoing = match identity {
         Some((key, identified_by)) => {
+            let asked = (asked, selected);
             prepare(&state, wire, &headers, asked, &upstream, key, identified_by).await
         }
-        None => pass_through(&state, wire, &headers, asked, &upstream).await,
+        None => pass_through(&state, wire, &headers, (asked, selected), &upstream).await,
     };
     match outgoing {
         Ok(outgoing) => send(state, upstream.provider, outgoing).await,
@@ -839,7 +861,7 @@ async fn pass_through(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    asked: Asked,
+    (asked, selected): (Asked, chains::Selected),
     upstream: &Upstream,
 ) -> Result<Outgoing, ApiError> {
     let mut messages = asked.messages.clone();
@@ -848,9 +870,21 @@ async fn pass_through(
     }
     let prepared = state
         .engine
-        .prepare_detached(messages, None, Arc::new(agent_host_engine::Quiet))
+        .prepare_detached(
+            messages,
+            selected.chain.clone(),
+            Arc::new(agent_host_engine::Quiet),
+        )
         .await?;
-    outgoing(state, wire, headers, asked, upstream, prepared, None)
+    outgoing(
+        state,
+        wire,
+        headers,
+        (asked, selected.name),
+        upstream,
+        prepared,
+        None,
+    )
 }
 
 /// The session locks a request holds until its answer is stored or
@@ -878,6 +912,9 @@ struct Outgoing {
     /// For a Responses client: what its response object says before the
     /// answer (its id among it).
     response: Option<responses::Skeleton>,
+    /// For a Chat Completions or Messages client in front of the other
+    /// wire: what its answer says besides the upstream's.
+    crossed: Option<crossed::Crossed>,
     _locks: Option<Locks>,
 }
 
@@ -897,7 +934,7 @@ async fn prepare(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    asked: Asked,
+    (asked, selected): (Asked, chains::Selected),
     upstream: &Upstream,
     key: String,
     identified_by: &'static str,
@@ -978,7 +1015,7 @@ async fn prepare(
                         ask.leading.clone(),
                         asked.messages.clone(),
                         CHANNEL,
-                        None,
+                        selected.chain.clone(),
                         state.config.request_stages,
                         observer,
                     )
@@ -995,7 +1032,7 @@ async fn prepare(
                         SessionRef::Id(meta.id),
                         messages,
                         CHANNEL,
-                        None,
+                        selected.chain.clone(),
                         state.config.request_stages,
                         observer,
                     )
@@ -1036,7 +1073,15 @@ async fn prepare(
             branched_from,
             locks: (turn, shared),
         };
-        return outgoing(state, wire, headers, asked, upstream, prepared, Some(held));
+        return outgoing(
+            state,
+            wire,
+            headers,
+            (asked, selected.name),
+            upstream,
+            prepared,
+            Some(held),
+        );
     }
     Err(ApiError::new(
         ErrorKind::InvalidInput,
@@ -1050,7 +1095,7 @@ fn outgoing(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    asked: Asked,
+    (asked, chain): (Asked, String),
     upstream: &Upstream,
     mut prepared: Prepared,
     held: Option<Held>,
@@ -1058,9 +1103,24 @@ fn outgoing(
     let (view, notes) = without_foreign(std::mem::take(&mut prepared.view), &upstream.name);
     prepared.view = view;
     let settings = upstream.provider.settings();
+    // A Chat Completions or Messages client in front of the other wire.
+    let crossed = wire
+        .provider()
+        .is_some_and(|own| own != settings.kind)
+        .then(|| {
+            let model = asked
+                .model
+                .clone()
+                .unwrap_or_else(|| settings.model.clone());
+            crossed::Crossed::new(wire, model, &asked.body)
+        });
     let mut body = match &asked.responses {
         Some(_) => responses::upstream_body(settings, &asked.body, &prepared.view, asked.stream)
             .map_err(|e| ApiError::new(ErrorKind::Internal, e))?,
+        None if crossed.is_some() => {
+            crossed::upstream_body(wire, settings, &asked.body, &prepared.view, asked.stream)
+                .map_err(|e| ApiError::invalid("body", e))?
+        }
         None => {
             let mut body = asked.body;
             write_view(wire, &mut body, &prepared.view)?;
@@ -1078,7 +1138,7 @@ fn outgoing(
         let id = responses::new_id(held.as_ref().map(|h| h.meta.id));
         responses::Skeleton::new(ask, model, id)
     });
-    if asked.stream && wire == Wire::ChatCompletions {
+    if asked.stream && wire == Wire::ChatCompletions && crossed.is_none() {
         // The usage comes only when asked for; it is stored with the answer.
         let options = body.entry("stream_options").or_insert_with(|| json!({}));
         if let Some(options) = options.as_object_mut() {
@@ -1120,6 +1180,7 @@ fn outgoing(
         ("x-agent-host-tokens-after", tokens_after.to_string()),
         ("x-agent-host-summary", summary.to_owned()),
         ("x-agent-host-processors", processor_line),
+        ("x-agent-host-chain", chain.clone()),
         ("x-agent-host-upstream", upstream.name.clone()),
     ];
     let (session, n, pending, locks) = match held {
@@ -1154,6 +1215,7 @@ fn outgoing(
                 error: None,
                 upstream: Some(upstream.name.clone()),
                 notes,
+                chain: Some(chain),
                 response: None,
             };
             let n = state.records.add(held.meta.id, record);
@@ -1176,6 +1238,7 @@ fn outgoing(
     };
     let forwarded = FORWARDED_HEADERS
         .iter()
+        .filter(|_| crossed.is_none())
         .filter_map(|name| {
             let value = headers.get(*name)?.to_str().ok()?;
             Some(((*name).to_owned(), value.to_owned()))
@@ -1191,6 +1254,7 @@ fn outgoing(
         pending,
         upstream: upstream.name.clone(),
         response,
+        crossed,
         headers: out_headers
             .into_iter()
             .filter_map(|(name, value)| {
@@ -1367,10 +1431,15 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
                 error: String::from_utf8_lossy(&body).into_owned(),
             };
             let translated = out.response.is_some();
+            let crossed = out.crossed.is_some();
             persist(&state, out, ended).await;
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
             if translated {
                 let body = responses::error_body(&body);
+                return with_headers((status, Json(body)).into_response(), &headers);
+            }
+            if crossed {
+                let body = crossed::error_body(wire, &body);
                 return with_headers((status, Json(body)).into_response(), &headers);
             }
             let mut response = Response::new(Body::from(body));
@@ -1382,7 +1451,12 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
         }
         Relayed::Whole { body, reply } => {
             if let Some(skeleton) = out.response.clone() {
-                return translate_whole(state, out, skeleton, body, reply, headers).await;
+                let translation = Translation::Responses(skeleton);
+                return translate_whole(state, out, translation, body, reply, headers).await;
+            }
+            if let Some(crossed) = out.crossed.clone() {
+                let translation = Translation::Crossed(crossed);
+                return translate_whole(state, out, translation, body, reply, headers).await;
             }
             let ended = match reply {
                 Ok(reply) => Ended::Answer(Box::new(reply)),
@@ -1405,7 +1479,15 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
             with_headers(response, &headers)
         }
         Relayed::Stream(upstream) => {
-            let translate = out.response.clone().map(responses::Streamer::new);
+            let translate = match (&out.response, &out.crossed) {
+                (Some(skeleton), _) => Some(Translator::Responses(responses::Streamer::new(
+                    skeleton.clone(),
+                ))),
+                (None, Some(crossed)) => {
+                    Some(Translator::Crossed(crossed::Streamer::new(crossed.clone())))
+                }
+                (None, None) => None,
+            };
             let pieces = futures_util::stream::unfold(
                 Pipe {
                     state,
@@ -1463,12 +1545,50 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
     }
 }
 
-/// A Responses client's answer from an upstream's whole answer: the
-/// response object, or its events when the client asked for a stream.
+/// What a translated answer is made into.
+enum Translation {
+    /// A Responses client's response object.
+    Responses(responses::Skeleton),
+    /// A Chat Completions or Messages client's answer from the other wire.
+    Crossed(crossed::Crossed),
+}
+
+/// A translated stream on its way.
+enum Translator {
+    Responses(responses::Streamer),
+    Crossed(crossed::Streamer),
+}
+
+impl Translator {
+    fn feed(&mut self, events: Vec<agent_host_provider::StreamEvent>) -> Bytes {
+        match self {
+            Translator::Responses(s) => s.feed(events),
+            Translator::Crossed(s) => s.feed(events),
+        }
+    }
+
+    fn finish(&mut self, reply: &agent_host_provider::ChatReply) -> Bytes {
+        match self {
+            Translator::Responses(s) => s.finish(reply),
+            Translator::Crossed(s) => s.finish(reply),
+        }
+    }
+
+    fn fail(&mut self, message: &str) -> Bytes {
+        match self {
+            Translator::Responses(s) => s.fail(message),
+            Translator::Crossed(s) => s.fail(message),
+        }
+    }
+}
+
+/// A translated client's answer from an upstream's whole answer: the
+/// object its wire reads, or its events when the client asked for a
+/// stream.
 async fn translate_whole(
     state: Shared,
     out: Outgoing,
-    skeleton: responses::Skeleton,
+    translation: Translation,
     body: Bytes,
     reply: Result<agent_host_provider::ChatReply, ProviderError>,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -1477,12 +1597,20 @@ async fn translate_whole(
     let stream = out.stream;
     match reply {
         Ok(reply) => {
-            let response = if stream {
+            let response = match (translation, stream) {
                 // An upstream that answered a stream whole.
-                let bytes = responses::Streamer::new(skeleton).finish(&reply);
-                event_stream(Body::from(bytes))
-            } else {
-                Json(responses::whole(&skeleton, &reply)).into_response()
+                (Translation::Responses(skeleton), true) => event_stream(Body::from(
+                    responses::Streamer::new(skeleton).finish(&reply),
+                )),
+                (Translation::Crossed(crossed), true) => {
+                    event_stream(Body::from(crossed::Streamer::new(crossed).finish(&reply)))
+                }
+                (Translation::Responses(skeleton), false) => {
+                    Json(responses::whole(&skeleton, &reply)).into_response()
+                }
+                (Translation::Crossed(crossed), false) => {
+                    Json(crossed::whole(&crossed, &reply)).into_response()
+                }
             };
             tokio::spawn(persist(&state, out, Ended::Answer(Box::new(reply))));
             with_headers(response, &headers)
@@ -1527,8 +1655,8 @@ struct Pipe {
     state: Shared,
     out: Option<Outgoing>,
     upstream: Option<agent_host_provider::RelayStream>,
-    /// For a Responses client: the upstream's answer as Responses events.
-    translate: Option<responses::Streamer>,
+    /// For a translated client: the upstream's answer as its wire's events.
+    translate: Option<Translator>,
 }
 
 impl Pipe {

@@ -141,6 +141,10 @@ pub struct ServerConfig {
     /// The gateway's upstreams, chosen by a request's `model`; none means
     /// the engine's provider, for every model.
     pub upstreams: Vec<gateway::Upstream>,
+    /// The processors the gateway runs, each on its routes, for its
+    /// models, in its chains (see [`gateway::GatewayProcessor`]); none
+    /// means the engine's own chain, for every request.
+    pub processors: Vec<gateway::GatewayProcessor>,
 }
 
 impl Default for ServerConfig {
@@ -160,6 +164,7 @@ impl Default for ServerConfig {
             batch_appends: true,
             memory: None,
             upstreams: Vec::new(),
+            processors: Vec::new(),
         }
     }
 }
@@ -179,6 +184,8 @@ pub(crate) struct AppState {
     pub latest: gateway::responses::Latest,
     /// Where the gateway sends a request, by its model.
     pub upstreams: gateway::Upstreams,
+    /// Which processors a gateway request runs.
+    pub chains: gateway::chains::Chains,
     /// Whether other instances write to the store too (PostgreSQL): a
     /// session's page is then read from the store, not only the index.
     pub shared_store: bool,
@@ -201,6 +208,7 @@ impl Server {
             tracing::warn!("{warning}");
         }
         let upstreams = gateway::Upstreams::new(&engine, &config.upstreams)?;
+        let chains = gateway::chains::Chains::new(&engine, config.processors.clone())?;
         let index = index::Index::new(scanned.sessions, config.idle_after, Utc::now());
         let bus = Arc::new(events::Bus::default());
         let metrics = Arc::new(metrics::Metrics::default());
@@ -227,6 +235,7 @@ impl Server {
             records,
             latest: gateway::responses::Latest::default(),
             upstreams,
+            chains,
             shared_store: notices.is_some(),
         });
         if let Some(notices) = notices {

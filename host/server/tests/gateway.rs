@@ -200,7 +200,9 @@ fn script(upstream: &LlmServer) {
     upstream.push(Answer::text("Nothing else.").with_usage(40, 3).into());
 }
 
-/// Checks one three-request conversation end to end.
+/// Checks one three-request conversation end to end, the upstream
+/// speaking `wire` (the scenario's client the same wire, or the other,
+/// translated).
 async fn conversation(wire: Wire, scenario: &str) {
     let Some(python) = sdk_python() else { return };
     let gateway = Gateway::start(wire).await;
@@ -217,13 +219,24 @@ async fn conversation(wire: Wire, scenario: &str) {
     assert_eq!(arguments, json!({"path": "a.rs"}));
     assert_eq!(turns[1]["text"], "It holds an empty main.", "{got}");
     assert_eq!(turns[2]["text"], "Nothing else.", "{got}");
-    let (input, output) = match wire {
-        Wire::OpenAi => ("prompt_tokens", "completion_tokens"),
-        Wire::Anthropic => ("input_tokens", "output_tokens"),
+    let anthropic_client = scenario.starts_with("anthropic");
+    let (input, output) = if anthropic_client {
+        ("input_tokens", "output_tokens")
+    } else {
+        ("prompt_tokens", "completion_tokens")
     };
     assert_eq!(turns[1]["usage"][input], 30, "{got}");
     assert_eq!(turns[1]["usage"][output], 7, "{got}");
-    if scenario.ends_with("stream") && wire == Wire::Anthropic {
+    assert_eq!(
+        turns[0]["finish"],
+        if anthropic_client {
+            "tool_use"
+        } else {
+            "tool_calls"
+        },
+        "{got}"
+    );
+    if scenario.ends_with("stream") && anthropic_client {
         let events: Vec<&str> = turns[1]["events"]
             .as_array()
             .unwrap()
@@ -353,6 +366,30 @@ async fn anthropic_sdk_streamed_conversation() {
     conversation(Wire::Anthropic, "anthropic-stream").await;
 }
 
+/// Issue 17: a Chat Completions client in front of an Anthropic upstream,
+/// translated both ways (tool calls, usage, the stream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_conversation_in_front_of_anthropic() {
+    conversation(Wire::Anthropic, "openai").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_sdk_streamed_conversation_in_front_of_anthropic() {
+    conversation(Wire::Anthropic, "openai-stream").await;
+}
+
+/// Issue 17: an Anthropic Messages client in front of a Chat Completions
+/// upstream (llama.cpp, DeepSeek), translated both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_sdk_conversation_in_front_of_chat_completions() {
+    conversation(Wire::OpenAi, "anthropic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_sdk_streamed_conversation_in_front_of_chat_completions() {
+    conversation(Wire::OpenAi, "anthropic-stream").await;
+}
+
 /// An upstream error reaches the SDK with its status and message; the
 /// user's message is stored, no answer is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -361,6 +398,9 @@ async fn upstream_errors_reach_the_sdks_as_they_were() {
     for (wire, scenario) in [
         (Wire::OpenAi, "openai-error"),
         (Wire::Anthropic, "anthropic-error"),
+        // Each client in front of the other wire: its own error shape.
+        (Wire::Anthropic, "openai-error"),
+        (Wire::OpenAi, "anthropic-error"),
     ] {
         let gateway = Gateway::start(wire).await;
         gateway.upstream.push(Scripted::Status {
@@ -515,23 +555,23 @@ async fn bad_requests_are_refused_in_the_wires_shape() {
             .unwrap()
             .contains("at most 512")
     );
-    // The other wire's endpoint says which one this upstream speaks.
+    // The other wire's endpoint is translated, but a tool only Anthropic
+    // runs cannot go to this upstream: refused in Anthropic's shape, naming
+    // the tool, before anything is stored.
     let reply = reqwest::Client::new()
         .post(format!("{base}/v1/messages"))
-        .json(
-            &json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}),
-        )
+        .json(&json!({"model": "m", "max_tokens": 5,
+                      "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+                      "messages": [{"role": "user", "content": "x"}]}))
         .send()
         .await
         .unwrap();
     assert_eq!(reply.status().as_u16(), 400);
     let reply: Value = reply.json().await.unwrap();
     assert_eq!(reply["type"], "error");
+    let message = reply["error"]["message"].as_str().unwrap();
     assert!(
-        reply["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("/v1/chat/completions"),
+        message.contains("`tools[0]`") && message.contains("web_search"),
         "{reply}"
     );
     assert!(gateway.upstream.requests().is_empty());
@@ -1441,4 +1481,178 @@ async fn a_responses_fork_is_refused_after_a_restart_too() {
     )
     .await;
     assert_eq!(status, 200, "{third}");
+}
+
+/// A processor that inserts `note` into the view (the `edits` test
+/// component), in `chains`, on `routes`, for `models`.
+fn noting(
+    note: &str,
+    chains: &[&str],
+    routes: Option<Vec<agent_host_server::gateway::Wire>>,
+    models: Option<&[&str]>,
+) -> agent_host_server::gateway::GatewayProcessor {
+    agent_host_server::gateway::GatewayProcessor {
+        path: agent_host_test_artifacts::EDITS.into(),
+        options: agent_host_runtime::ProcessorOptions {
+            config: Some(json!({ "insert": note }).to_string()),
+            ..agent_host_runtime::ProcessorOptions::default()
+        },
+        routes,
+        models: models.map(|m| m.iter().map(|m| (*m).to_owned()).collect()),
+        chains: chains.iter().map(|c| (*c).to_owned()).collect(),
+    }
+}
+
+/// Issue 17: processors run per route, per model and per chain (a named
+/// chain a request asks for with `x-agent-host-chain`, only among the
+/// configured ones); the response header and the request's record say
+/// which chain ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processors_run_per_route_per_model_and_per_chain() {
+    use agent_host_server::gateway::Wire as Route;
+    let server = ServerConfig {
+        processors: vec![
+            noting("note-everywhere", &["default"], None, None),
+            noting(
+                "note-chat-only",
+                &["default"],
+                Some(vec![Route::ChatCompletions]),
+                None,
+            ),
+            noting("note-gpt4o", &["default"], None, Some(&["gpt-4o*"])),
+            noting("note-review", &["review"], None, None),
+            noting(
+                "note-both",
+                &["default", "review"],
+                Some(vec![Route::Responses]),
+                None,
+            ),
+        ],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::OpenAi, EngineConfig::default(), server).await;
+    let notes = |n: usize| -> Vec<&'static str> {
+        let request = &gateway.upstream.requests()[n];
+        [
+            "note-everywhere",
+            "note-chat-only",
+            "note-gpt4o",
+            "note-review",
+            "note-both",
+        ]
+        .into_iter()
+        .filter(|note| request.contains(note))
+        .collect()
+    };
+
+    // Chat Completions, a model no entry names: the default chain's
+    // entries for every model and for this route.
+    gateway.upstream.push(Answer::text("One.").into());
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"model": "small", "messages": [{"role": "user", "content": "hi"}]}),
+        &[("x-session-id", "per-route")],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(notes(0), ["note-everywhere", "note-chat-only"]);
+    assert_eq!(headers["x-agent-host-chain"], "default");
+    let session = headers["x-agent-host-session"].to_str().unwrap().to_owned();
+    let record: Value = reqwest::get(format!("{}/v1/sessions/{session}/requests/1", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(record["chain"], "default", "{record}");
+    assert_eq!(
+        record["processors"].as_array().unwrap().len(),
+        2,
+        "{record}"
+    );
+
+    // Responses, a gpt-4o model: the model's entry and the route's.
+    gateway.upstream.push(Answer::text("Two.").into());
+    let (status, reply) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "gpt-4o-mini", "input": "hello", "user": "per-model"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(notes(1), ["note-everywhere", "note-gpt4o", "note-both"]);
+
+    // The review chain, asked for by name: only its entries.
+    gateway.upstream.push(Answer::text("Three.").into());
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hey"}]}),
+        &[
+            ("x-session-id", "per-chain"),
+            ("x-agent-host-chain", "review"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(notes(2), ["note-review"]);
+    assert_eq!(headers["x-agent-host-chain"], "review");
+
+    // A chain the configuration does not name is refused, naming those it
+    // does; so is a name that is no chain's.
+    for bad in ["strict", "../x.wasm"] {
+        let (status, reply, _) = post(
+            &gateway.base,
+            json!({"model": "small", "messages": [{"role": "user", "content": "hi"}]}),
+            &[("x-agent-host-chain", bad)],
+        )
+        .await;
+        assert_eq!(status, 400, "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("x-agent-host-chain") || message.contains("default, review"),
+            "{message}"
+        );
+    }
+    assert_eq!(gateway.upstream.requests().len(), 3);
+}
+
+/// With no gateway processors configured, the engine's chain runs as the
+/// default and no named chain may be asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_gateway_processors_the_engines_chain_is_the_default() {
+    let config = EngineConfig {
+        processors: vec![(
+            agent_host_test_artifacts::EDITS.into(),
+            agent_host_runtime::ProcessorOptions {
+                config: Some(json!({"insert": "note-engine"}).to_string()),
+                ..agent_host_runtime::ProcessorOptions::default()
+            },
+        )],
+        ..EngineConfig::default()
+    };
+    let gateway = Gateway::start_with(Wire::OpenAi, config).await;
+    gateway.upstream.push(Answer::text("One.").into());
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"messages": [{"role": "user", "content": "hi"}]}),
+        &[("x-session-id", "engine-chain")],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(gateway.upstream.requests()[0].contains("note-engine"));
+    assert_eq!(headers["x-agent-host-chain"], "default");
+    let (status, reply, _) = post(
+        &gateway.base,
+        json!({"messages": [{"role": "user", "content": "hi"}]}),
+        &[("x-agent-host-chain", "review")],
+    )
+    .await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("review"),
+        "{reply}"
+    );
 }

@@ -156,6 +156,11 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
                 })
             })
             .collect::<Result<_>>()?,
+        processors: if args.processors.is_empty() {
+            gateway_processors(settings)?
+        } else {
+            Vec::new()
+        },
         ..ServerConfig::default()
     };
     let processors = (!args.processors.is_empty()).then(|| {
@@ -198,4 +203,46 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
             .serve(listener, agent_host_server::shutdown_signal())
             .await
     })
+}
+
+/// The configured processors as the gateway runs them, each on its routes,
+/// for its models, in its chains; none when every one is in the default
+/// chain everywhere (the gateway then runs the engine's own chain, loaded
+/// once).
+fn gateway_processors(
+    settings: &Settings,
+) -> Result<Vec<agent_host_server::gateway::GatewayProcessor>> {
+    use agent_host_config::{DEFAULT_CHAIN, ProcessorRoute};
+    use agent_host_server::gateway::{GatewayProcessor, Wire};
+    let everywhere = settings
+        .processors
+        .iter()
+        .all(|p| p.routes.is_none() && p.models.is_none() && p.chains == [DEFAULT_CHAIN]);
+    if everywhere {
+        return Ok(Vec::new());
+    }
+    settings
+        .processors
+        .iter()
+        .map(|p| {
+            let routes = p.routes.as_ref().map(|routes| {
+                routes
+                    .iter()
+                    .filter_map(|r| match r {
+                        ProcessorRoute::ChatCompletions => Some(Wire::ChatCompletions),
+                        ProcessorRoute::Messages => Some(Wire::AnthropicMessages),
+                        ProcessorRoute::Responses => Some(Wire::Responses),
+                        ProcessorRoute::Turns => None,
+                    })
+                    .collect()
+            });
+            Ok(GatewayProcessor {
+                path: crate::commands::run::component_of(&p.path, false)?,
+                options: p.options.clone(),
+                routes,
+                models: p.models.clone(),
+                chains: p.chains.clone(),
+            })
+        })
+        .collect()
 }

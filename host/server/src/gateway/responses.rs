@@ -449,7 +449,7 @@ pub(crate) fn upstream_body(
 /// Anthropic messages with each run of one role joined into one message
 /// (a Responses input may hold several user messages in a row, which older
 /// Anthropic-compatible servers refuse).
-fn alternating(messages: Vec<Value>) -> Vec<Value> {
+pub(crate) fn alternating(messages: Vec<Value>) -> Vec<Value> {
     let blocks = |content: Value| match content {
         Value::String(text) => vec![json!({"type": "text", "text": text})],
         Value::Array(blocks) => blocks,
