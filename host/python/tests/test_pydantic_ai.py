@@ -138,7 +138,7 @@ def test_a_processor_with_run_context_follows_the_deps(processor):
     assert prompts == ["Thanks!", "And tomorrow?"]
 
 
-def test_a_processor_with_run_context_loads_paths_once(processor):
+def test_a_processor_with_run_context_is_one_pydantic_ai_calls_with_it(processor):
     from pydantic_ai._utils import takes_run_context
 
     made = ah_pai.processors_with_context(lambda ctx: [processor("strip-reasoning")])
