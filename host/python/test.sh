@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the `agent-host` wheel into a fresh virtual environment (with
-# pytest, langchain-core and pydantic-ai-slim from the wheelhouse of host/python/tools.sh, no
-# network) and runs the package's tests (host/python/tests) there.
+# pytest and the adapters' frameworks, langchain-core, langchain, pydantic-ai-slim
+# and openai-agents, from the wheelhouse of host/python/tools.sh, no network)
+# and runs the package's tests (host/python/tests) there.
 #
 #   bash host/python/test.sh [pytest arguments...]
 #
@@ -23,6 +24,6 @@ venv="$(mktemp -d "${TMPDIR:-/tmp}/agent-host-pytest.XXXXXX")"
 trap 'rm -rf "$venv"' EXIT
 python3 -m venv "$venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
-    --find-links "$wheelhouse" "$wheel" pytest langchain-core pydantic-ai-slim >&2
+    --find-links "$wheelhouse" "$wheel" pytest langchain-core langchain pydantic-ai-slim openai-agents >&2
 cd "$here/tests"
 exec "$venv/bin/python" -m pytest -p no:cacheprovider -q "$@"

@@ -5,8 +5,9 @@
 #   ${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/python/py-package-<versions>/
 # It needs python3 with venv and, the first time, access to PyPI (or a pip
 # mirror). When the pinned versions are there it does nothing. Beside it,
-# wheelhouse/ holds the wheels of pytest, langchain-core and pydantic-ai-slim (and their
-# dependencies) that host/python/test.sh installs into a fresh environment. The last line
+# wheelhouse/ holds the wheels of pytest and of the frameworks the adapters are tested
+# with, langchain-core, langchain, pydantic-ai-slim and openai-agents (and their
+# dependencies), that host/python/test.sh installs into a fresh environment. The last line
 # it prints is the path of the environment's python.
 #
 #   bash host/python/tools.sh
@@ -16,9 +17,11 @@ MATURIN_VERSION=1.16.0
 PYTEST_VERSION=9.2.0
 LANGCHAIN_CORE_VERSION=1.8.1
 PYDANTIC_AI_VERSION=2.68.0
+LANGCHAIN_VERSION=1.5.2
+OPENAI_AGENTS_VERSION=0.24.0
 
 tools="${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/python"
-venv="$tools/py-package-maturin-$MATURIN_VERSION-pytest-$PYTEST_VERSION-langchain-core-$LANGCHAIN_CORE_VERSION-pydantic-ai-$PYDANTIC_AI_VERSION"
+venv="$tools/py-package-maturin-$MATURIN_VERSION-pytest-$PYTEST_VERSION-langchain-core-$LANGCHAIN_CORE_VERSION-pydantic-ai-$PYDANTIC_AI_VERSION-langchain-$LANGCHAIN_VERSION-openai-agents-$OPENAI_AGENTS_VERSION"
 python="$venv/bin/python"
 
 check="import importlib.metadata as m, sys; sys.exit(0 if (m.version('maturin'), m.version('pytest'), m.version('langchain-core')) == ('$MATURIN_VERSION', '$PYTEST_VERSION', '$LANGCHAIN_CORE_VERSION') else 1)"
@@ -44,6 +47,7 @@ python3 -m venv "$venv" >&2
 # wheelhouse with --no-index: the tests themselves need no network.
 "$python" -m pip download --quiet --disable-pip-version-check --dest "$venv/wheelhouse" \
     "pytest==$PYTEST_VERSION" "langchain-core==$LANGCHAIN_CORE_VERSION" \
-    "pydantic-ai-slim==$PYDANTIC_AI_VERSION" >&2
+    "pydantic-ai-slim==$PYDANTIC_AI_VERSION" "langchain==$LANGCHAIN_VERSION" \
+    "openai-agents==$OPENAI_AGENTS_VERSION" >&2
 touch "$venv/wheelhouse/.complete"
 echo "$python"

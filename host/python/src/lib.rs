@@ -1206,6 +1206,14 @@ impl Session {
         json_loads(py, &report)
     }
 
+    /// Removes every message and checkpoint of the log, durably; the
+    /// session (id, key, title) stays.
+    fn clear(&self, py: Python<'_>) -> PyResult<()> {
+        let store = Arc::clone(&self.store);
+        let reference = self.meta.reference();
+        store_call(py, move || store.clear(&reference)).map(drop)
+    }
+
     /// The number of messages the log holds now.
     fn current(&self, py: Python<'_>) -> PyResult<u64> {
         let store = Arc::clone(&self.store);

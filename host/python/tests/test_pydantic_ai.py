@@ -102,3 +102,48 @@ def test_a_trapping_processor_stops_the_run(guest):
     with pytest.raises(agent_host.ProcessorFailedError) as e:
         agent.run_sync("hello")
     assert "panic" in str(e.value)
+
+
+def test_a_processor_with_run_context_follows_the_deps(processor):
+    from dataclasses import dataclass
+
+    from pydantic_ai import RunContext
+
+    @dataclass
+    class Deps:
+        turns: int
+
+    seen: List[List[ModelMessage]] = []
+    contexts: List[RunContext] = []
+
+    def model(messages: List[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        return ModelResponse(parts=[TextPart("Noted.")])
+
+    def choose(ctx: RunContext[Deps]):
+        contexts.append(ctx)
+        return [agent_host.Processor(processor("keep-last-turns"), {"turns": ctx.deps.turns})]
+
+    agent = Agent(
+        FunctionModel(model),
+        deps_type=Deps,
+        capabilities=[ah_pai.capability_with_context(choose, context_limit=lambda ctx: 8000)],
+    )
+    agent.run_sync("And tomorrow?", message_history=earlier_conversation(), deps=Deps(turns=1))
+    agent.run_sync("And tomorrow?", message_history=earlier_conversation(), deps=Deps(turns=2))
+    # One turn: the new prompt alone; two: the "Thanks!" turn before it too.
+    assert [len(s) for s in seen] == [1, 3]
+    assert [c.deps.turns for c in contexts] == [1, 2]
+    prompts = [p.content for m in seen[1] for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts == ["Thanks!", "And tomorrow?"]
+
+
+def test_a_processor_with_run_context_is_one_pydantic_ai_calls_with_it(processor):
+    from pydantic_ai._utils import takes_run_context
+
+    made = ah_pai.processors_with_context(lambda ctx: [processor("strip-reasoning")])
+    assert takes_run_context(made)
+    agent = Agent(TestModel(), capabilities=[ah_pai.capability_with_context(
+        lambda ctx: [processor("strip-reasoning")], pipeline=True)])
+    result = agent.run_sync("hello")
+    assert result.output

@@ -209,6 +209,8 @@ class Session:
         """The messages that match every condition given."""
     def context(self, *, context_limit: Optional[int] = None) -> Dict[str, Any]:
         """The context report: what the next view holds, how close each summary trigger is."""
+    def clear(self) -> None:
+        """Removes every message and checkpoint of the log; the session stays."""
     def current(self) -> int:
         """The number of messages the log holds now."""
     def __len__(self) -> int: ...
