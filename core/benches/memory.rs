@@ -32,6 +32,10 @@ use agent_host_core::tokens::HeuristicCounter;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::Value;
 
+#[path = "memory/tantivy.rs"]
+mod tantivy_side;
+use tantivy_side::Tantivy;
+
 struct Turn {
     speaker: String,
     id: String,
@@ -223,15 +227,45 @@ enum Rows {
     Extracted,
 }
 
-fn measure(conversations: &[Conversation], rows: Rows) -> Quality {
+/// Counts hit@1, hit@5, recall@5 and session hit@5 of the top five
+/// `turns`; whether the first is right.
+fn rank(q: &mut Quality, turns: &[&str], evidence: &HashSet<&str>) -> bool {
+    let right1 = turns.first().is_some_and(|t| evidence.contains(t));
+    q.hit1 += usize::from(right1);
+    q.hit5 += usize::from(turns.iter().any(|t| evidence.contains(t)));
+    let found: HashSet<&str> = turns
+        .iter()
+        .copied()
+        .filter(|t| evidence.contains(t))
+        .collect();
+    q.recall5 += found.len() as f64 / evidence.len() as f64;
+    let sessions: HashSet<&str> = evidence.iter().map(|t| session_of(t)).collect();
+    q.session_hit5 += usize::from(turns.iter().any(|t| sessions.contains(session_of(t))));
+    right1
+}
+
+/// The quality of core's search over `rows`, and with `with_tantivy` that
+/// of tantivy over the same valid facts.
+fn measure(
+    conversations: &[Conversation],
+    rows: Rows,
+    with_tantivy: bool,
+) -> (Quality, Option<Quality>) {
     let mut q = Quality {
         asserted: THRESHOLDS.iter().map(|&t| (t, 0, 0)).collect(),
         ..Quality::default()
     };
+    let mut other: Option<Quality> = None;
     for conversation in conversations {
         let memory = ingest(conversation, rows);
         q.facts += memory.len();
         let filter = Filter::user(conversation.name.clone());
+        let tantivy = with_tantivy.then(|| {
+            let facts = memory.list(&filter, None, usize::MAX).expect("a listing");
+            let valid: Vec<&Fact> = facts.into_iter().filter(|f| f.is_valid()).collect();
+            other.get_or_insert_with(Quality::default).facts += valid.len();
+            Tantivy::new(valid)
+        });
         for question in &conversation.questions {
             let hits = memory.search_distinct(&question.text, &filter, 5, false);
             let turns: Vec<&str> = hits
@@ -264,23 +298,23 @@ fn measure(conversations: &[Conversation], rows: Rows) -> Quality {
                 continue;
             }
             q.answerable += 1;
-            let right1 = turns.first().is_some_and(|t| evidence.contains(t));
-            q.hit1 += usize::from(right1);
-            q.hit5 += usize::from(turns.iter().any(|t| evidence.contains(t)));
-            let found: HashSet<&str> = turns
-                .iter()
-                .copied()
-                .filter(|t| evidence.contains(t))
-                .collect();
-            q.recall5 += found.len() as f64 / evidence.len() as f64;
-            let sessions: HashSet<&str> = evidence.iter().map(|t| session_of(t)).collect();
-            q.session_hit5 += usize::from(turns.iter().any(|t| sessions.contains(session_of(t))));
+            let right1 = rank(&mut q, &turns, &evidence);
+            if let Some(tantivy) = &tantivy {
+                let turns: Vec<&str> = tantivy
+                    .search(&question.text, 5)
+                    .into_iter()
+                    .filter_map(|n| tantivy.source(n))
+                    .collect();
+                let t = other.get_or_insert_with(Quality::default);
+                t.answerable += 1;
+                rank(t, &turns, &evidence);
+            }
             for a in &mut q.asserted {
                 a.2 += usize::from(right1 && asserts(a.0));
             }
         }
     }
-    q
+    (q, other)
 }
 
 fn percent(n: impl Into<f64>, of: usize) -> f64 {
@@ -309,7 +343,8 @@ fn report(name: &str, q: &Quality) {
 }
 
 /// A memory of `n` facts in one user's scope: the conversations' facts,
-/// copied with a distinct token per copy until there are `n`.
+/// copied with a distinct token (and source message) per copy until there
+/// are `n`.
 fn synthetic(conversations: &[Conversation], n: usize) -> Memory {
     let scope = Scope::new("load", "locomo");
     let mut base: Vec<Fact> = Vec::new();
@@ -333,6 +368,8 @@ fn synthetic(conversations: &[Conversation], n: usize) -> Memory {
         fact.id = format!("{}-{copy}", fact.id);
         if copy > 0 {
             fact.text = format!("{} c{copy}", fact.text);
+            // A copy is another message's fact.
+            fact.source.message = fact.source.message.map(|m| format!("{m}-c{copy}"));
         }
         memory
             .apply(Change::Add {
@@ -391,6 +428,22 @@ fn latency(conversations: &[Conversation], n: usize) {
     };
     line("recall (MaxScore search)", &mut times);
     line("exhaustive search (baseline)", &mut exhaustive);
+    let started = Instant::now();
+    let tantivy = Tantivy::new(memory.list(&filter, None, usize::MAX).expect("a listing"));
+    let tantivy_built = started.elapsed();
+    let mut tantivy_times: Vec<Duration> = Vec::with_capacity(questions.len());
+    for question in &questions {
+        let at = Instant::now();
+        let found = tantivy.search(question, 10);
+        tantivy_times.push(at.elapsed());
+        std::hint::black_box(found);
+    }
+    line("tantivy search (top 10)", &mut tantivy_times);
+    println!(
+        "{:<28} tantivy indexed them in {:.1} s",
+        "",
+        tantivy_built.as_secs_f64()
+    );
     println!(
         "{:<28} built in {:.1} s; {:.1} facts recalled a turn",
         "",
@@ -430,13 +483,15 @@ fn main() {
     );
     report(
         "whole turns (baseline)",
-        &measure(&conversations, Rows::WholeTurns),
+        &measure(&conversations, Rows::WholeTurns, false).0,
     );
     report(
         "whole turns, reply context",
-        &measure(&conversations, Rows::WholeTurnsReplying),
+        &measure(&conversations, Rows::WholeTurnsReplying, false).0,
     );
-    report("extracted facts", &measure(&conversations, Rows::Extracted));
+    let (facts, tantivy) = measure(&conversations, Rows::Extracted, true);
+    report("extracted facts", &facts);
+    report("extracted facts, tantivy", &tantivy.expect("tantivy's row"));
     let sizes: Vec<usize> = match std::env::var("AGENT_HOST_MEMORY_BENCH_SIZES") {
         Ok(list) => list
             .split(',')

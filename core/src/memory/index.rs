@@ -23,7 +23,7 @@
 //! reference the tests and the bench compare with).
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 use super::terms::terms;
 
@@ -152,6 +152,9 @@ struct Cursor<'a> {
     idf: f32,
     bound: f32,
     place: usize,
+    /// The block whose bound `block_bound` holds.
+    bound_of: Option<usize>,
+    block_bound: f32,
 }
 
 impl Cursor<'_> {
@@ -179,10 +182,26 @@ impl Cursor<'_> {
     }
 
     /// The best part any posting of the block holding the cursor's place
-    /// can score.
-    fn block_bound(&self, average: f32) -> f32 {
-        let b = self.postings.blocks[self.at / BLOCK];
-        part(self.idf, b.tf, b.length, average)
+    /// can score (computed once per block).
+    fn block_bound(&mut self, average: f32) -> f32 {
+        let block = self.at / BLOCK;
+        if self.bound_of != Some(block) {
+            let b = self.postings.blocks[block];
+            self.block_bound = part(self.idf, b.tf, b.length, average);
+            self.bound_of = Some(block);
+        }
+        self.block_bound
+    }
+
+    /// The last entry of the block holding the cursor's place; `None` past
+    /// the end.
+    fn block_end(&self) -> Option<u32> {
+        let list = &self.postings.list;
+        if self.at >= list.len() {
+            return None;
+        }
+        let last = ((self.at / BLOCK + 1) * BLOCK).min(list.len()) - 1;
+        Some(list[last].entry)
     }
 }
 
@@ -336,6 +355,21 @@ impl Index {
         max_boost: f32,
         mut accept: impl FnMut(u32) -> Option<f32>,
     ) -> Vec<Scored> {
+        self.search_grouped(query, limit, max_boost, |e| {
+            accept(e).map(|boost| (boost, None::<()>))
+        })
+    }
+
+    /// [`Index::search`] keeping only the best entry of each group: `accept`
+    /// also returns an entry's group (`None`: a group of its own). The
+    /// `limit` best groups' best entries.
+    pub fn search_grouped<G: PartialEq>(
+        &self,
+        query: &str,
+        limit: usize,
+        max_boost: f32,
+        mut accept: impl FnMut(u32) -> Option<(f32, Option<G>)>,
+    ) -> Vec<Scored> {
         if limit == 0 || self.live_count == 0 {
             return Vec::new();
         }
@@ -357,6 +391,8 @@ impl Index {
                     idf,
                     bound: part(idf, postings.all.tf, postings.all.length, average),
                     place,
+                    bound_of: None,
+                    block_bound: 0.0,
                 }
             })
             .collect();
@@ -371,7 +407,8 @@ impl Index {
             threshold.is_none_or(|t| bound * max_boost * SLACK >= t.score)
         };
         let mut parts = vec![0.0f32; cursors.len()];
-        let mut best: BinaryHeap<std::cmp::Reverse<Scored>> = BinaryHeap::with_capacity(limit + 1);
+        // The best entry of each of the best groups, best first.
+        let mut best: Vec<(Scored, Option<G>)> = Vec::with_capacity(limit + 1);
         let mut threshold: Option<Scored> = None;
         // Terms before `essential` cannot bring an entry into the top alone.
         let mut essential = 0;
@@ -385,11 +422,25 @@ impl Index {
             if entry == u32::MAX {
                 break;
             }
-            // One essential term left: skip its blocks that cannot reach.
-            if essential + 1 == cursors.len() && threshold.is_some() {
-                let c = &mut cursors[essential];
-                if !can_reach(below[essential] + c.block_bound(average), threshold) {
-                    c.at = (c.at / BLOCK + 1) * BLOCK;
+            // Up to the first end of an essential term's current block, no
+            // entry scores more than those blocks' bounds and the other
+            // terms' bounds: when that cannot reach, skip past it.
+            if threshold.is_some() {
+                let mut bound = below[essential];
+                let mut end = u32::MAX;
+                for c in &mut cursors[essential..] {
+                    if let Some(last) = c.block_end() {
+                        bound += c.block_bound(average);
+                        end = end.min(last);
+                    }
+                }
+                if !can_reach(bound, threshold) {
+                    if end == u32::MAX {
+                        break;
+                    }
+                    for c in &mut cursors[essential..] {
+                        c.seek(end + 1);
+                    }
                     continue;
                 }
             }
@@ -421,27 +472,20 @@ impl Index {
             if reachable {
                 // The canonical order, as the exhaustive scoring sums.
                 let score = parts.iter().fold(0.0f32, |sum, &p| sum + p);
-                if let Some(boost) = accept(entry) {
+                if let Some((boost, group)) = accept(entry) {
                     let scored = Scored {
                         entry,
                         score: score * boost.clamp(0.0, max_boost),
                     };
-                    if best.len() < limit {
-                        best.push(std::cmp::Reverse(scored));
-                    } else if threshold.is_some_and(|t| scored > t) {
-                        best.pop();
-                        best.push(std::cmp::Reverse(scored));
-                    }
+                    keep(&mut best, limit, scored, group);
                     if best.len() == limit {
-                        threshold = best.peek().map(|r| r.0);
+                        threshold = best.last().map(|b| b.0);
                     }
                 }
             }
             parts.fill(0.0);
         }
-        let mut ranked: Vec<Scored> = best.into_iter().map(|r| r.0).collect();
-        ranked.sort_unstable_by(|a, b| b.cmp(a));
-        ranked
+        best.into_iter().map(|b| b.0).collect()
     }
 
     /// [`Index::search`] by scoring every posting of every query term: the
@@ -452,6 +496,20 @@ impl Index {
         limit: usize,
         max_boost: f32,
         mut accept: impl FnMut(u32) -> Option<f32>,
+    ) -> Vec<Scored> {
+        self.search_exhaustive_grouped(query, limit, max_boost, |e| {
+            accept(e).map(|boost| (boost, None::<()>))
+        })
+    }
+
+    /// [`Index::search_grouped`] by scoring every posting of every query
+    /// term.
+    pub fn search_exhaustive_grouped<G: PartialEq>(
+        &self,
+        query: &str,
+        limit: usize,
+        max_boost: f32,
+        mut accept: impl FnMut(u32) -> Option<(f32, Option<G>)>,
     ) -> Vec<Scored> {
         if limit == 0 || self.live_count == 0 {
             return Vec::new();
@@ -471,23 +529,56 @@ impl Index {
                 }
             }
         }
-        let mut ranked: Vec<Scored> = scores
+        let mut ranked: Vec<(Scored, Option<G>)> = scores
             .into_iter()
             .filter_map(|(entry, score)| {
-                accept(entry).map(|boost| Scored {
-                    entry,
-                    score: score * boost.clamp(0.0, max_boost),
+                accept(entry).map(|(boost, group)| {
+                    let score = score * boost.clamp(0.0, max_boost);
+                    (Scored { entry, score }, group)
                 })
             })
             .collect();
-        let by_rank = |a: &Scored, b: &Scored| b.cmp(a);
-        if ranked.len() > limit {
-            ranked.select_nth_unstable_by(limit - 1, by_rank);
-            ranked.truncate(limit);
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let mut out: Vec<(Scored, Option<G>)> = Vec::new();
+        for (scored, group) in ranked {
+            if out.len() == limit {
+                break;
+            }
+            if group.is_none() || !out.iter().any(|(_, g)| *g == group) {
+                out.push((scored, group));
+            }
         }
-        ranked.sort_unstable_by(by_rank);
-        ranked
+        out.into_iter().map(|b| b.0).collect()
     }
+}
+
+/// Puts `scored` of `group` among `best` (best first, at most `limit`, one
+/// per group): in its group's place when it beats it, else in the place of
+/// the last when it beats that.
+fn keep<G: PartialEq>(
+    best: &mut Vec<(Scored, Option<G>)>,
+    limit: usize,
+    scored: Scored,
+    group: Option<G>,
+) {
+    let same = group
+        .as_ref()
+        .and_then(|g| best.iter().position(|(_, h)| h.as_ref() == Some(g)));
+    match same {
+        Some(at) if best[at].0 >= scored => return,
+        Some(at) => {
+            best.remove(at);
+        }
+        None if best.len() == limit => {
+            if best.last().is_some_and(|last| last.0 >= scored) {
+                return;
+            }
+            best.pop();
+        }
+        None => {}
+    }
+    let at = best.partition_point(|(b, _)| *b > scored);
+    best.insert(at, (scored, group));
 }
 
 #[cfg(test)]
@@ -633,6 +724,7 @@ mod tests {
             limit in 1usize..30,
             boost_mod in 1u32..5,
             excluded_mod in 2u32..9,
+            group_size in 1u32..6,
         ) {
             let mut index = Index::new();
             for (text_words, context_words, weight) in &entries {
@@ -650,6 +742,12 @@ mod tests {
             let query = text(&query);
             let fast = index.search(&query, limit, 1.5, accept);
             let slow = index.search_exhaustive(&query, limit, 1.5, accept);
+            prop_assert_eq!(fast, slow);
+            // One per group (entries of one group are neighbours, as the
+            // sentences of one message are; every fifth is alone).
+            let grouped = |e: u32| accept(e).map(|b| (b, (e % 5 != 0).then_some(e / group_size)));
+            let fast = index.search_grouped(&query, limit, 1.5, grouped);
+            let slow = index.search_exhaustive_grouped(&query, limit, 1.5, grouped);
             prop_assert_eq!(fast, slow);
         }
     }

@@ -524,6 +524,15 @@ pub struct Hit<'a> {
     pub score: f32,
 }
 
+/// How [`Memory::search_with`] searches.
+#[derive(Clone, Copy)]
+enum Search {
+    Fast,
+    Exhaustive,
+    /// One fact per source message.
+    Distinct,
+}
+
 /// (user, agent, entity, attribute): the slot a single-valued fact fills.
 type SlotKey = (String, String, String, String);
 
@@ -751,7 +760,7 @@ impl Memory {
         limit: usize,
         include_invalid: bool,
     ) -> Vec<Hit<'_>> {
-        self.search_with(query, filter, limit, include_invalid, false)
+        self.search_with(query, filter, limit, include_invalid, Search::Fast)
     }
 
     /// [`Memory::search`] scoring every posting of every query term: the
@@ -764,7 +773,7 @@ impl Memory {
         limit: usize,
         include_invalid: bool,
     ) -> Vec<Hit<'_>> {
-        self.search_with(query, filter, limit, include_invalid, true)
+        self.search_with(query, filter, limit, include_invalid, Search::Exhaustive)
     }
 
     /// [`Memory::search`] keeping only the best fact of each source message
@@ -777,27 +786,7 @@ impl Memory {
         limit: usize,
         include_invalid: bool,
     ) -> Vec<Hit<'_>> {
-        let mut asked = limit.saturating_mul(4).max(16);
-        loop {
-            let hits = self.search(query, filter, asked, include_invalid);
-            let exhausted = hits.len() < asked;
-            let mut seen = std::collections::HashSet::new();
-            let distinct: Vec<Hit<'_>> = hits
-                .into_iter()
-                .filter(|h| {
-                    h.fact
-                        .source
-                        .message
-                        .as_deref()
-                        .is_none_or(|m| seen.insert(m))
-                })
-                .take(limit)
-                .collect();
-            if distinct.len() == limit || exhausted || asked >= self.live {
-                return distinct;
-            }
-            asked = asked.saturating_mul(4);
-        }
+        self.search_with(query, filter, limit, include_invalid, Search::Distinct)
     }
 
     fn search_with(
@@ -806,7 +795,7 @@ impl Memory {
         filter: &Filter,
         limit: usize,
         include_invalid: bool,
-        exhaustive: bool,
+        how: Search,
     ) -> Vec<Hit<'_>> {
         let named: Vec<String> = query
             .split(|c: char| !c.is_alphanumeric())
@@ -826,14 +815,18 @@ impl Memory {
             } else {
                 1.0
             };
-            Some(if boosted { ENTITY_BOOST * date } else { date })
+            let boost = if boosted { ENTITY_BOOST * date } else { date };
+            Some((boost, fact.source.message.as_deref()))
         };
-        let scored = if exhaustive {
-            self.index
-                .search_exhaustive(query, limit, ENTITY_BOOST * DATE_BOOST, accept)
-        } else {
-            self.index
-                .search(query, limit, ENTITY_BOOST * DATE_BOOST, accept)
+        let most = ENTITY_BOOST * DATE_BOOST;
+        let scored = match how {
+            Search::Fast => self
+                .index
+                .search(query, limit, most, |e| accept(e).map(|a| a.0)),
+            Search::Exhaustive => self
+                .index
+                .search_exhaustive(query, limit, most, |e| accept(e).map(|a| a.0)),
+            Search::Distinct => self.index.search_grouped(query, limit, most, accept),
         };
         scored
             .into_iter()

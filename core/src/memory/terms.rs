@@ -8,8 +8,8 @@
 use rust_stemmers::{Algorithm, Stemmer};
 
 /// Words too common to tell facts apart (and the question words queries
-/// start with).
-const STOP_WORDS: &[&str] = &[
+/// start with), sorted.
+pub const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
     "be", "been", "before", "being", "but", "by", "can", "could", "d", "did", "do", "does",
     "doing", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "hey",
