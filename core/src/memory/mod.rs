@@ -818,7 +818,9 @@ impl Memory {
             let boost = if boosted { ENTITY_BOOST * date } else { date };
             Some((boost, fact.source.message.as_deref()))
         };
-        let most = ENTITY_BOOST * DATE_BOOST;
+        // The most any fact's score is raised: the tighter, the more the
+        // search can skip.
+        let most = ENTITY_BOOST * if asks_when { DATE_BOOST } else { 1.0 };
         let scored = match how {
             Search::Fast => self
                 .index
