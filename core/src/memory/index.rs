@@ -538,7 +538,7 @@ impl Index {
                 })
             })
             .collect();
-        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        ranked.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
         let mut out: Vec<(Scored, Option<G>)> = Vec::new();
         for (scored, group) in ranked {
             if out.len() == limit {
@@ -737,7 +737,7 @@ mod tests {
                 index.remove((r % entries.len()) as u32);
             }
             let accept = |e: u32| {
-                (e % excluded_mod != 0).then_some(if e % boost_mod == 0 { 1.5 } else { 1.0 })
+                (!e.is_multiple_of(excluded_mod)).then_some(if e.is_multiple_of(boost_mod) { 1.5 } else { 1.0 })
             };
             let query = text(&query);
             let fast = index.search(&query, limit, 1.5, accept);
@@ -745,7 +745,7 @@ mod tests {
             prop_assert_eq!(fast, slow);
             // One per group (entries of one group are neighbours, as the
             // sentences of one message are; every fifth is alone).
-            let grouped = |e: u32| accept(e).map(|b| (b, (e % 5 != 0).then_some(e / group_size)));
+            let grouped = |e: u32| accept(e).map(|b| (b, (!e.is_multiple_of(5)).then_some(e / group_size)));
             let fast = index.search_grouped(&query, limit, 1.5, grouped);
             let slow = index.search_exhaustive_grouped(&query, limit, 1.5, grouped);
             prop_assert_eq!(fast, slow);
