@@ -408,7 +408,7 @@ impl Index {
         };
         let mut parts = vec![0.0f32; cursors.len()];
         // The best entry of each of the best groups, best first.
-        let mut best: Vec<(Scored, Option<G>)> = Vec::with_capacity(limit + 1);
+        let mut best: Vec<(Scored, Option<G>)> = Vec::with_capacity(limit.min(1024));
         let mut threshold: Option<Scored> = None;
         // Terms before `essential` cannot bring an entry into the top alone.
         let mut essential = 0;
@@ -651,6 +651,8 @@ mod tests {
         // A boost past the maximum counts as the maximum.
         let over = index.search("green tea", 2, 1.0, boost);
         assert_eq!(over.iter().map(|h| h.entry).collect::<Vec<_>>(), [b, a]);
+        // Any limit is an upper bound, never an allocation.
+        assert_eq!(index.search("green tea", usize::MAX, 1.0, all).len(), 2);
     }
 
     #[test]
