@@ -55,6 +55,9 @@ pub struct Utterance<'a> {
     pub text: &'a str,
     /// When.
     pub at: DateTime<Utc>,
+    /// The message it answered (the other party's, just before it), if
+    /// any: searched with its facts, cut at [`MAX_SENTENCE_BYTES`].
+    pub replying_to: Option<&'a str>,
 }
 
 impl<'a> Utterance<'a> {
@@ -65,7 +68,15 @@ impl<'a> Utterance<'a> {
             message_id,
             text,
             at,
+            replying_to: None,
         }
+    }
+
+    /// The same utterance, answering `message` (the text said just before
+    /// it by someone else).
+    pub fn replying_to(mut self, message: &'a str) -> Self {
+        self.replying_to = Some(message);
+        self
     }
 }
 
@@ -82,6 +93,8 @@ pub fn extract_messages(
     recorded_at: DateTime<Utc>,
 ) -> Vec<Fact> {
     let mut facts = Vec::new();
+    // The other party's last message, which the next one answers.
+    let mut before: Option<(Role, String)> = None;
     for message in messages.iter().filter(|m| !m.synthetic && !m.summary) {
         let speaker = match message.role {
             Role::User => user,
@@ -89,13 +102,19 @@ pub fn extract_messages(
             _ => continue,
         };
         let text = message.text();
-        let said = Utterance::new(
+        let mut said = Utterance::new(
             speaker,
             &message.id,
             &text,
             message.timestamp.unwrap_or(recorded_at),
         );
+        if let Some((role, answered)) = &before
+            && *role != message.role
+        {
+            said = said.replying_to(answered);
+        }
         facts.extend(extract(scope, session, &said, recorded_at));
+        before = Some((message.role, text.into_owned()));
     }
     facts
 }
@@ -135,6 +154,11 @@ pub fn extract(
         fact.context = previous
             .filter(|_| fact.attribute.is_none() && terms(sentence).len() < SHORT_SENTENCE_TERMS)
             .map(str::to_owned);
+        fact.reply_to = said
+            .replying_to
+            .map(|m| cut(m.trim(), MAX_SENTENCE_BYTES))
+            .filter(|m| !m.is_empty())
+            .map(str::to_owned);
         fact.valid_from = said.at;
         fact.source = Provenance {
             session: session.map(str::to_owned),
@@ -145,6 +169,16 @@ pub fn extract(
         }
     }
     facts
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a
+/// character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// A stable id: `f` and 32 hex digits over the scope, session, message and

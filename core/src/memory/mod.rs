@@ -70,6 +70,14 @@ pub const MAX_MENTIONS: usize = 64;
 /// Facts matching a query whose entity is named in the query score this
 /// many times higher.
 pub const ENTITY_BOOST: f32 = 1.5;
+/// The weight of a fact's context (the words it was said after) in the
+/// index, against 1 for its own words.
+pub const CONTEXT_WEIGHT: f32 = 1.0;
+/// The weight of the message a fact's message answered, in the index.
+pub const REPLY_WEIGHT: f32 = 0.5;
+/// Facts that carry a date score this many times higher for a query that
+/// starts with `when`.
+pub const DATE_BOOST: f32 = 1.5;
 
 /// Whose memory a fact is in: a user's, with one agent, optionally recorded
 /// in one session.
@@ -179,6 +187,11 @@ pub struct Fact {
     /// may refer back to): searched, not shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// What the message it came from answered (the other party's message
+    /// before it, which a short reply such as `Yes, last week!` is about):
+    /// searched at [`REPLY_WEIGHT`], not shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
     /// Where it came from.
     #[serde(default)]
     pub source: Provenance,
@@ -218,6 +231,7 @@ impl Fact {
             mentions: Vec::new(),
             dates: Vec::new(),
             context: None,
+            reply_to: None,
             source: Provenance::default(),
             recorded_at: at,
             valid_from: at,
@@ -260,6 +274,9 @@ impl Fact {
         if let Some(context) = &self.context {
             text("context", context)?;
         }
+        if let Some(reply_to) = &self.reply_to {
+            text("reply_to", reply_to)?;
+        }
         if let Some(session) = &self.source.session {
             name("source.session", session)?;
         }
@@ -269,22 +286,27 @@ impl Fact {
         Ok(())
     }
 
-    /// The text the index holds for it: entity, text, attribute, value,
-    /// mentions and dates.
-    fn indexed_text(&self) -> String {
-        let mut out = format!("{} {}", self.entity, self.text);
+    /// The fields the index holds for it, with their weights: entity, text,
+    /// attribute, value, mentions and dates at full weight, the context (what
+    /// it was said after) at [`CONTEXT_WEIGHT`].
+    fn indexed_fields(&self) -> Vec<(&str, f32)> {
+        let mut fields = vec![(self.entity.as_str(), 1.0), (self.text.as_str(), 1.0)];
         for piece in self
             .attribute
             .iter()
             .chain(&self.value)
             .chain(&self.mentions)
             .chain(&self.dates)
-            .chain(&self.context)
         {
-            out.push(' ');
-            out.push_str(piece);
+            fields.push((piece.as_str(), 1.0));
         }
-        out
+        if let Some(context) = &self.context {
+            fields.push((context.as_str(), CONTEXT_WEIGHT));
+        }
+        if let Some(reply_to) = &self.reply_to {
+            fields.push((reply_to.as_str(), REPLY_WEIGHT));
+        }
+        fields
     }
 }
 
@@ -497,8 +519,18 @@ pub struct Hit<'a> {
     /// The fact.
     pub fact: &'a Fact,
     /// Its BM25 score (times [`ENTITY_BOOST`] when the query names its
-    /// entity).
+    /// entity, and [`DATE_BOOST`] when the query asks `when` and the fact
+    /// carries a date).
     pub score: f32,
+}
+
+/// How [`Memory::search_with`] searches.
+#[derive(Clone, Copy)]
+enum Search {
+    Fast,
+    Exhaustive,
+    /// One fact per source message.
+    Distinct,
 }
 
 /// (user, agent, entity, attribute): the slot a single-valued fact fills.
@@ -651,7 +683,7 @@ impl Memory {
                     field: "id",
                     reason: "memory holds 2^32 facts".into(),
                 })?;
-                let entry = self.index.add(&fact.indexed_text());
+                let entry = self.index.add_fields(&fact.indexed_fields());
                 debug_assert_eq!(entry as usize, self.slot_of.len());
                 self.slot_of.push(slot);
                 self.entry_of.push(entry);
@@ -678,7 +710,7 @@ impl Memory {
                     return Err(e);
                 }
                 self.index.remove(self.entry_of[slot as usize]);
-                let entry = self.index.add(&fact.indexed_text());
+                let entry = self.index.add_fields(&fact.indexed_fields());
                 self.slot_of.push(slot);
                 self.entry_of[slot as usize] = entry;
                 self.unlist_text(old_text, slot);
@@ -728,20 +760,76 @@ impl Memory {
         limit: usize,
         include_invalid: bool,
     ) -> Vec<Hit<'_>> {
+        self.search_with(query, filter, limit, include_invalid, Search::Fast)
+    }
+
+    /// [`Memory::search`] scoring every posting of every query term: the
+    /// same facts and scores, slower; the reference the bench measures the
+    /// search against.
+    pub fn search_exhaustive(
+        &self,
+        query: &str,
+        filter: &Filter,
+        limit: usize,
+        include_invalid: bool,
+    ) -> Vec<Hit<'_>> {
+        self.search_with(query, filter, limit, include_invalid, Search::Exhaustive)
+    }
+
+    /// [`Memory::search`] keeping only the best fact of each source message
+    /// (facts without one each count alone): the `limit` best messages'
+    /// facts, so that the sentences of one message do not fill every place.
+    pub fn search_distinct(
+        &self,
+        query: &str,
+        filter: &Filter,
+        limit: usize,
+        include_invalid: bool,
+    ) -> Vec<Hit<'_>> {
+        self.search_with(query, filter, limit, include_invalid, Search::Distinct)
+    }
+
+    fn search_with(
+        &self,
+        query: &str,
+        filter: &Filter,
+        limit: usize,
+        include_invalid: bool,
+        how: Search,
+    ) -> Vec<Hit<'_>> {
         let named: Vec<String> = query
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
             .map(str::to_lowercase)
             .collect();
-        let scored = self.index.search(query, limit, |entry| {
+        let asks_when = named.first().is_some_and(|w| w == "when");
+        let accept = |entry: u32| {
             let fact = self.facts[self.slot_of[entry as usize] as usize].as_ref()?;
             if !(include_invalid || fact.is_valid()) || !filter.matches(fact) {
                 return None;
             }
             let first = fact.entity.split_whitespace().next().unwrap_or("");
             let boosted = named.iter().any(|w| w.eq_ignore_ascii_case(first));
-            Some(if boosted { ENTITY_BOOST } else { 1.0 })
-        });
+            let date = if asks_when && !fact.dates.is_empty() {
+                DATE_BOOST
+            } else {
+                1.0
+            };
+            let boost = if boosted { ENTITY_BOOST * date } else { date };
+            Some((boost, fact.source.message.as_deref()))
+        };
+        // The most any fact's score is raised: the tighter, the more the
+        // search can skip.
+        let most = ENTITY_BOOST * if asks_when { DATE_BOOST } else { 1.0 };
+        let scored = match how {
+            Search::Fast => self
+                .index
+                .search(query, limit, most, |e| accept(e).map(|a| a.0)),
+            Search::Exhaustive => self
+                .index
+                .search_exhaustive(query, limit, most, |e| accept(e).map(|a| a.0)),
+            Search::Distinct => self.index.search_grouped(query, limit, most, accept),
+        };
         scored
             .into_iter()
             .filter_map(|s| {
@@ -908,6 +996,62 @@ mod tests {
             memory.apply(change).unwrap();
         }
         plan
+    }
+
+    #[test]
+    fn a_reply_is_found_by_what_it_answered_and_messages_share_no_places() {
+        use extract::{Utterance, extract};
+        let scope = Scope::new("u", "agent");
+        let mut memory = Memory::new();
+        let asked = "Did you finally go to that pottery class you signed up for?";
+        let turns = [
+            Utterance::new("Caroline", "t1", asked, day(1)),
+            Utterance::new(
+                "Melanie",
+                "t2",
+                "Yes, I went last week! It was great fun.",
+                day(1),
+            )
+            .replying_to(asked),
+            Utterance::new(
+                "Melanie",
+                "t3",
+                "The beach near our house is lovely. Kids build sandcastles on the beach.",
+                day(2),
+            ),
+            Utterance::new(
+                "Caroline",
+                "t4",
+                "We drove with friends and family from the city to a beach in May.",
+                day(3),
+            ),
+        ];
+        for said in &turns {
+            for fact in extract(&scope, Some("s1"), said, said.at) {
+                add(&mut memory, fact);
+            }
+        }
+        let filter = Filter::user("u");
+        // The answer says nothing of pottery; what it answered does.
+        let hits = memory.search("When did Melanie go to pottery class?", &filter, 1, false);
+        assert_eq!(hits[0].fact.source.message.as_deref(), Some("t2"));
+        assert!(hits[0].fact.reply_to.as_deref() == Some(asked));
+        // The sentences of t3 take two of the three places; one per message
+        // leaves room for t4.
+        let messages = |hits: &[Hit<'_>]| {
+            let mut m: Vec<String> = hits
+                .iter()
+                .map(|h| h.fact.source.message.clone().unwrap())
+                .collect();
+            m.sort();
+            m
+        };
+        let all = memory.search("beach", &filter, 3, false);
+        assert_eq!(messages(&all), ["t3", "t3", "t4"]);
+        let all = memory.search("beach", &filter, 2, false);
+        assert_eq!(messages(&all), ["t3", "t3"]);
+        let distinct = memory.search_distinct("beach", &filter, 2, false);
+        assert_eq!(messages(&distinct), ["t3", "t4"]);
     }
 
     #[test]

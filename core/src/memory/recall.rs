@@ -86,8 +86,9 @@ fn render(facts: &[Recalled]) -> String {
     out
 }
 
-/// Up to `limit` valid facts `filter` sees that match `query`, best first,
-/// whose message takes at most `budget` tokens (by `counter`).
+/// Up to `limit` valid facts `filter` sees that match `query`, best first and
+/// at most one per source message ([`Memory::search_distinct`]), whose
+/// message takes at most `budget` tokens (by `counter`).
 pub fn recall(
     memory: &Memory,
     filter: &Filter,
@@ -96,7 +97,7 @@ pub fn recall(
     budget: u32,
     counter: &dyn TokenCounter,
 ) -> Recall {
-    let hits = memory.search(query, filter, limit, false);
+    let hits = memory.search_distinct(query, filter, limit, false);
     let mut recall = Recall::default();
     let mut used = counter.count_text(HEADER);
     for hit in hits {

@@ -1,12 +1,15 @@
-//! Turning text into index terms: lowercase words, stop words dropped, a
-//! light English stemmer so that `paints`, `painted` and `painting` meet.
+//! Turning text into index terms: lowercase words, stop words dropped, the
+//! Snowball English (Porter2) stemmer so that `paints`, `painted` and
+//! `painting` meet, and `adopted` and `adoption` too.
 //!
 //! Documents and queries go through the same function, so the stemmer needs
 //! to be consistent rather than linguistically exact.
 
+use rust_stemmers::{Algorithm, Stemmer};
+
 /// Words too common to tell facts apart (and the question words queries
-/// start with).
-const STOP_WORDS: &[&str] = &[
+/// start with), sorted.
+pub const STOP_WORDS: &[&str] = &[
     "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
     "be", "been", "before", "being", "but", "by", "can", "could", "d", "did", "do", "does",
     "doing", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "hey",
@@ -35,6 +38,7 @@ pub fn is_stop_word(word: &str) -> bool {
 /// assert_eq!(terms("src/main.rs"), ["src", "main", "rs"]);
 /// ```
 pub fn terms(text: &str) -> Vec<String> {
+    let stemmer = Stemmer::create(Algorithm::English);
     let mut out = Vec::new();
     for word in text
         .split(|c: char| !c.is_alphanumeric())
@@ -51,75 +55,14 @@ pub fn terms(text: &str) -> Vec<String> {
         if is_stop_word(&lower) {
             continue;
         }
-        out.push(stem(&lower));
+        out.push(stemmer.stem(&lower).into_owned());
     }
     out
 }
 
-/// A light suffix stemmer: plural `-s`/`-es`/`-ies`, `-ing`, `-ed`, `-ly`,
-/// with a doubled final consonant undone (`running` -> `run`) and a final
-/// `-e` dropped (`love`, `loves`, `loved`, `loving` -> `lov`). Words of three
-/// letters or fewer, and words with non-ASCII letters, are kept as they are.
+/// The stem of one lowercase word (Snowball English).
 pub fn stem(word: &str) -> String {
-    if word.len() <= 3 || !word.is_ascii() {
-        return word.to_owned();
-    }
-    let mut stemmed = strip_suffix(word);
-    if stemmed.len() > 3 && stemmed.ends_with('e') {
-        stemmed.pop();
-    }
-    stemmed
-}
-
-fn strip_suffix(word: &str) -> String {
-    let w = word;
-    if let Some(base) = w.strip_suffix("ies") {
-        return format!("{base}y");
-    }
-    if w.ends_with("sses") {
-        return w[..w.len() - 2].to_owned();
-    }
-    for suffix in ["ing", "ed"] {
-        if let Some(base) = w.strip_suffix(suffix)
-            && base.len() >= 3
-            && base.bytes().any(is_vowel)
-        {
-            return undouble(base);
-        }
-    }
-    if let Some(base) = w.strip_suffix("ly")
-        && base.len() >= 4
-    {
-        return base.to_owned();
-    }
-    if let Some(base) = w.strip_suffix("es")
-        && (base.ends_with("sh") || base.ends_with("ch") || base.ends_with('x'))
-    {
-        return base.to_owned();
-    }
-    if w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is") {
-        return w[..w.len() - 1].to_owned();
-    }
-    w.to_owned()
-}
-
-fn is_vowel(b: u8) -> bool {
-    matches!(b, b'a' | b'e' | b'i' | b'o' | b'u' | b'y')
-}
-
-/// `runn` -> `run`, `stopp` -> `stop`; `fall`, `miss`, `buzz` stay.
-fn undouble(base: &str) -> String {
-    let bytes = base.as_bytes();
-    let n = bytes.len();
-    if n >= 2
-        && bytes[n - 1] == bytes[n - 2]
-        && !matches!(bytes[n - 1], b'l' | b's' | b'z')
-        && !is_vowel(bytes[n - 1])
-    {
-        return base[..n - 1].to_owned();
-    }
-    // `painte` never arises; `hoped` -> `hop` and `hoping` -> `hop` meet.
-    base.to_owned()
+    Stemmer::create(Algorithm::English).stem(word).into_owned()
 }
 
 #[cfg(test)]
@@ -143,6 +86,7 @@ mod tests {
             &["hike", "hikes", "hiking"],
             &["class", "classes"],
             &["box", "boxes"],
+            &["adopt", "adopted", "adoption"],
         ] {
             let stems: Vec<String> = group.iter().map(|w| stem(w)).collect();
             assert!(
