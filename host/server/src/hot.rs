@@ -239,13 +239,7 @@ impl HotSession {
         if lead {
             // This request writes until the queue is empty; the others wait
             // for their acknowledgement.
-            let (hot, store) = (Arc::clone(self), Arc::clone(store));
-            let writer = tokio::task::spawn_blocking(move || hot.write_batches(&*store, session));
-            if writer.await.is_err() {
-                // The writer panicked: whatever it held got no answer and
-                // sees its channel closed below.
-                self.commit.lock().expect("commit lock").writing = false;
-            }
+            self.write_in_pool(store, session).await;
         }
         done.await.unwrap_or_else(|_| {
             Err(StoreError::Backend {
@@ -253,6 +247,17 @@ impl HotSession {
                 source: "the writer stopped".into(),
             })
         })
+    }
+
+    /// Writes the waiting appends until none is left, on the blocking pool.
+    async fn write_in_pool(self: &Arc<Self>, store: &Arc<dyn SessionStore>, session: Uuid) {
+        let (hot, store) = (Arc::clone(self), Arc::clone(store));
+        let writer = tokio::task::spawn_blocking(move || hot.write_batches(&*store, session));
+        if writer.await.is_err() {
+            // The writer panicked: whatever it held got no answer and sees
+            // its channel closed.
+            self.commit.lock().expect("commit lock").writing = false;
+        }
     }
 
     fn write_batches(&self, store: &dyn SessionStore, session: Uuid) {
@@ -343,15 +348,15 @@ struct Committer {
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// One request's append, waiting for the committer.
+/// A session whose waiting appends (its [`Batch`]) are for the committer
+/// to write: one at a time per session, so a session's appends that arrive
+/// while one is written are written together by the next.
 struct Job {
     hot: Arc<HotSession>,
     session: Uuid,
-    messages: Vec<Message>,
-    ack: Ack,
 }
 
-/// The most requests one store call carries; the rest wait for the next.
+/// The most sessions one store call carries; the rest wait for the next.
 const MAX_JOBS: usize = 512;
 
 /// How many batches may be under way at once (one syncing, the others
@@ -395,60 +400,75 @@ struct Group {
     acks: Vec<Ack>,
 }
 
-/// Appends `batch` in one store call: each session's requests together, in
-/// their order, each answered with its session's result.
-fn commit(store: &dyn SessionStore, batch: Vec<Job>) {
-    let mut groups: Vec<Group> = Vec::new();
-    let mut at: HashMap<Uuid, usize> = HashMap::new();
-    for job in batch {
-        match at.get(&job.session) {
-            Some(&g) => {
-                groups[g].messages.extend(job.messages);
-                groups[g].acks.push(job.ack);
-            }
-            None => {
-                at.insert(job.session, groups.len());
-                groups.push(Group {
-                    hot: job.hot,
-                    session: job.session,
-                    messages: job.messages,
-                    acks: vec![job.ack],
-                });
-            }
-        }
-    }
-    let items: Vec<(SessionRef, &[Message])> = groups
-        .iter()
-        .map(|g| (SessionRef::Id(g.session), g.messages.as_slice()))
-        .collect();
-    let results =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append_many(&items)));
-    drop(items);
-    let results = match results {
-        Ok(results) if results.len() == groups.len() => results,
-        _ => {
-            tracing::error!("the store's append of {} sessions failed", groups.len());
-            let failed = || {
-                Err(StoreError::Backend {
-                    context: "the append was not carried out".into(),
-                    source: "the store's writer failed".into(),
-                })
+/// Writes the waiting appends of `jobs`' sessions in one store call, each
+/// session's requests together in the order they arrived, each answered
+/// with its session's result; then, while those sessions have more waiting
+/// (arrived during the write), writes them too. A session with nothing
+/// waiting is let go (its next append leads again).
+fn commit(store: &dyn SessionStore, mut jobs: Vec<Job>) {
+    loop {
+        let mut groups = Vec::with_capacity(jobs.len());
+        for Job { hot, session } in jobs {
+            let waiting = {
+                let mut batch = hot.commit.lock().expect("commit lock");
+                if batch.waiting.is_empty() {
+                    batch.writing = false;
+                    continue;
+                }
+                std::mem::take(&mut batch.waiting)
             };
-            groups.iter().map(|_| failed()).collect()
+            let total: usize = waiting.iter().map(|(m, _)| m.len()).sum();
+            let mut messages = Vec::with_capacity(total);
+            let mut acks = Vec::with_capacity(waiting.len());
+            for (batch, ack) in waiting {
+                messages.extend(batch);
+                acks.push(ack);
+            }
+            groups.push(Group {
+                hot,
+                session,
+                messages,
+                acks,
+            });
         }
-    };
-    for (group, result) in groups.into_iter().zip(results) {
-        let Group {
-            hot,
-            messages,
-            acks,
-            ..
-        } = group;
-        let result = result.map(|Appended { before, meta }| {
-            hot.queue(before, meta.version(), messages);
-            meta
-        });
-        answer(acks, result);
+        if groups.is_empty() {
+            return;
+        }
+        let items: Vec<(SessionRef, &[Message])> = groups
+            .iter()
+            .map(|g| (SessionRef::Id(g.session), g.messages.as_slice()))
+            .collect();
+        let results =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.append_many(&items)));
+        drop(items);
+        let results = match results {
+            Ok(results) if results.len() == groups.len() => results,
+            _ => {
+                tracing::error!("the store's append of {} sessions failed", groups.len());
+                let failed = || {
+                    Err(StoreError::Backend {
+                        context: "the append was not carried out".into(),
+                        source: "the store's writer failed".into(),
+                    })
+                };
+                groups.iter().map(|_| failed()).collect()
+            }
+        };
+        jobs = Vec::with_capacity(groups.len());
+        for (group, result) in groups.into_iter().zip(results) {
+            let Group {
+                hot,
+                session,
+                messages,
+                acks,
+            } = group;
+            let result = result.map(|Appended { before, meta }| {
+                hot.queue(before, meta.version(), messages);
+                meta
+            });
+            answer(acks, result);
+            jobs.push(Job { hot, session });
+        }
     }
 }
 
@@ -481,21 +501,28 @@ impl HotSessions {
             return hot.append(store, id, messages).await;
         }
         let (ack, done) = oneshot::channel();
-        let job = Job {
-            hot: Arc::clone(hot),
-            session: id,
-            messages,
-            ack,
+        let lead = {
+            let mut batch = hot.commit.lock().expect("commit lock");
+            batch.waiting.push((messages, ack));
+            !std::mem::replace(&mut batch.writing, true)
         };
-        match self.queue_commit(store, job) {
-            Ok(()) => done.await.unwrap_or_else(|_| {
-                Err(StoreError::Backend {
-                    context: format!("session {id}: the append was not carried out"),
-                    source: "the writer stopped".into(),
-                })
-            }),
-            Err(job) => hot.append(store, id, job.messages).await,
+        if lead {
+            let job = Job {
+                hot: Arc::clone(hot),
+                session: id,
+            };
+            if self.queue_commit(store, job).is_err() {
+                // No committer (the server is stopping): this request
+                // writes, as a session's appends are written without one.
+                hot.write_in_pool(store, id).await;
+            }
         }
+        done.await.unwrap_or_else(|_| {
+            Err(StoreError::Backend {
+                context: format!("session {id}: the append was not carried out"),
+                source: "the writer stopped".into(),
+            })
+        })
     }
 
     /// Hands `job` to the committer, started if it is not running; gives
