@@ -260,23 +260,30 @@ impl HotSession {
         }
     }
 
-    fn write_batches(&self, store: &dyn SessionStore, session: Uuid) {
-        loop {
-            let waiting = {
-                let mut batch = self.commit.lock().expect("commit lock");
-                if batch.waiting.is_empty() {
-                    batch.writing = false;
-                    return;
-                }
-                std::mem::take(&mut batch.waiting)
-            };
-            let total: usize = waiting.iter().map(|(m, _)| m.len()).sum();
-            let mut all = Vec::with_capacity(total);
-            let mut acks = Vec::with_capacity(waiting.len());
-            for (messages, ack) in waiting {
-                all.extend(messages);
-                acks.push(ack);
+    /// Every append waiting, as one list of messages in the order they
+    /// arrived and their requests' acknowledgements; `None`, and the
+    /// session let go (its next append leads again), when none is waiting.
+    fn take_waiting(&self) -> Option<(Vec<Message>, Vec<Ack>)> {
+        let waiting = {
+            let mut batch = self.commit.lock().expect("commit lock");
+            if batch.waiting.is_empty() {
+                batch.writing = false;
+                return None;
             }
+            std::mem::take(&mut batch.waiting)
+        };
+        let total: usize = waiting.iter().map(|(m, _)| m.len()).sum();
+        let mut all = Vec::with_capacity(total);
+        let mut acks = Vec::with_capacity(waiting.len());
+        for (messages, ack) in waiting {
+            all.extend(messages);
+            acks.push(ack);
+        }
+        Some((all, acks))
+    }
+
+    fn write_batches(&self, store: &dyn SessionStore, session: Uuid) {
+        while let Some((all, acks)) = self.take_waiting() {
             let result = store.append_versioned(&SessionRef::Id(session), &all).map(
                 |Appended { before, meta }| {
                     self.queue(before, meta.version(), all);
@@ -409,21 +416,9 @@ fn commit(store: &dyn SessionStore, mut jobs: Vec<Job>) {
     loop {
         let mut groups = Vec::with_capacity(jobs.len());
         for Job { hot, session } in jobs {
-            let waiting = {
-                let mut batch = hot.commit.lock().expect("commit lock");
-                if batch.waiting.is_empty() {
-                    batch.writing = false;
-                    continue;
-                }
-                std::mem::take(&mut batch.waiting)
+            let Some((messages, acks)) = hot.take_waiting() else {
+                continue;
             };
-            let total: usize = waiting.iter().map(|(m, _)| m.len()).sum();
-            let mut messages = Vec::with_capacity(total);
-            let mut acks = Vec::with_capacity(waiting.len());
-            for (batch, ack) in waiting {
-                messages.extend(batch);
-                acks.push(ack);
-            }
             groups.push(Group {
                 hot,
                 session,
