@@ -1222,7 +1222,8 @@ impl FileStore {
     /// all of them are journaled as one group, and the locks are released
     /// once it is durable. The other items (a session's first append, a new
     /// channel, a second item of one session, an append too large for a
-    /// record) go the single way after, in their order.
+    /// record, a log another process holds) go the single way after, in
+    /// their order.
     #[cfg(unix)]
     fn append_journaled(
         &self,
@@ -1256,6 +1257,12 @@ impl FileStore {
             let Some(open) = slot.open.as_deref_mut() else {
                 continue;
             };
+            // Another process may hold this log while it waits for one this
+            // batch holds: a batch never waits for a log's `flock`; a busy
+            // one goes the single way after, when this batch holds nothing.
+            if open.log.try_lock().is_err() {
+                continue;
+            }
             let (session, messages) = &items[*i];
             match self.write_kept(open, session, messages, &lines[*i]) {
                 Ok(Some(written)) => held.push((*i, slot, written)),
