@@ -373,11 +373,7 @@ impl Index {
         if limit == 0 || self.live_count == 0 {
             return Vec::new();
         }
-        let max_boost = if max_boost.is_finite() {
-            max_boost.max(0.0)
-        } else {
-            f32::MAX
-        };
+        let max_boost = boost_bound(max_boost);
         let query = self.query(query);
         let average = self.average_length();
         let mut cursors: Vec<Cursor<'_>> = query
@@ -514,11 +510,7 @@ impl Index {
         if limit == 0 || self.live_count == 0 {
             return Vec::new();
         }
-        let max_boost = if max_boost.is_finite() {
-            max_boost.max(0.0)
-        } else {
-            f32::MAX
-        };
+        let max_boost = boost_bound(max_boost);
         let average = self.average_length();
         let mut scores: HashMap<u32, f32> = HashMap::new();
         for (term, idf) in self.query(query) {
@@ -579,6 +571,16 @@ fn keep<G: PartialEq>(
     }
     let at = best.partition_point(|(b, _)| *b > scored);
     best.insert(at, (scored, group));
+}
+
+/// The most a caller's boost may multiply a score by, as the bounds use it:
+/// never negative, and unbounded when the caller gives no finite bound.
+fn boost_bound(max_boost: f32) -> f32 {
+    if max_boost.is_finite() {
+        max_boost.max(0.0)
+    } else {
+        f32::MAX
+    }
 }
 
 #[cfg(test)]
