@@ -13,12 +13,26 @@
 //! and a tool result's call id and error flag. Ids, timestamps, usage,
 //! metadata and reasoning are not compared: clients drop or rewrite them
 //! (Chat Completions has no field to send reasoning back in). Summary
-//! messages the host wrote into the log are skipped: the client never saw
-//! them.
+//! messages the host wrote into the log are skipped, and so are the
+//! messages it marked as its own ([`HOST_ONLY`]: the gateway's rounds of
+//! memory-tool calls): the client never saw them.
 
 use serde_json::Value;
 
 use crate::message::{MediaRef, Message, Part, Role};
+
+/// The metadata key (`"host_only": true`) of a message the host added to
+/// a log that its client never saw: the calls to the memory tools the
+/// gateway ran for the model, their results, and the answers that asked
+/// for them. [`reconcile`] skips such messages, as it skips summaries; they
+/// stay in the log, and in the views made from it.
+pub const HOST_ONLY: &str = "host_only";
+
+/// Whether `m` is a message the client never saw: a summary, or one marked
+/// [`HOST_ONLY`].
+pub fn unseen_by_client(m: &Message) -> bool {
+    m.summary || m.metadata.get(HOST_ONLY) == Some(&Value::Bool(true))
+}
 
 /// How a client's history stands against the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +53,7 @@ pub enum Reconciled {
 /// Compares `client` with `log` from their starts (see the [module
 /// documentation](self)).
 pub fn reconcile(log: &[Message], client: &[Message]) -> Reconciled {
-    let mut stored = log.iter().filter(|m| !m.summary);
+    let mut stored = log.iter().filter(|m| !unseen_by_client(m));
     let mut at = 0;
     loop {
         match (stored.next(), client.get(at)) {
@@ -207,6 +221,29 @@ mod tests {
             reconcile(&log, &turn()),
             Reconciled::Continues { stored: 5 }
         );
+    }
+
+    #[test]
+    fn the_hosts_own_rounds_are_skipped_and_nothing_else() {
+        let mut log = turn();
+        let host_only = |mut m: Message| {
+            m.metadata.insert(HOST_ONLY.into(), Value::Bool(true));
+            m
+        };
+        let mut search = Message::assistant("");
+        search.push_tool_call("m1", "memory_search", r#"{"query": "a.rs"}"#);
+        log.insert(2, host_only(search));
+        log.insert(
+            3,
+            host_only(Message::tool_result("m1", "memory_search", "[]")),
+        );
+        assert_eq!(
+            reconcile(&log, &turn()),
+            Reconciled::Continues { stored: 5 }
+        );
+        // A mark that is not `true` hides nothing: the log parts there.
+        log[2].metadata.insert(HOST_ONLY.into(), Value::from("yes"));
+        assert_eq!(reconcile(&log, &turn()), Reconciled::Diverged { at: 2 });
     }
 
     #[test]

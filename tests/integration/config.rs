@@ -10,7 +10,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use agent_host_config::{
-    ConfigError, Origin, Overrides, Settings, SummarizerKind, TrustList, TrustState, find_file,
+    ConfigError, MemoryExtraction, MemorySettings, Origin, Overrides, Settings, SummarizerKind,
+    TrustList, TrustState, find_file,
 };
 use agent_host_core::budget::BudgetConfig;
 use agent_host_core::compact::SummaryConfig;
@@ -149,6 +150,14 @@ tools = [ { type = "function", function = { name = "read_file", description = "R
 [store]
 path = "sqlite:sessions.db"
 
+[memory]
+user = "ada"
+tools = true
+extraction = "model"
+extraction_threshold = 3
+retrieval_limit = 7
+recall_tokens = 500
+
 [[processors]]
 path = "processors/redact-secrets.wasm"
 config = { kinds = ["openai-key"], nested = { depth = 2 } }
@@ -186,6 +195,12 @@ fn with_no_file_every_value_is_cores_default() {
         assert_eq!(s.origin(key), Some(&Origin::Default), "{key}");
     }
     assert_eq!(s.origin("provider.model"), None);
+    assert_eq!(
+        s.memory,
+        MemorySettings::default(),
+        "no memory unless asked"
+    );
+    assert_eq!(s.memory.user, None);
 }
 
 #[test]
@@ -203,6 +218,21 @@ fn file_values_override_defaults_and_say_so() {
     assert_eq!(c.summarizer, SummarizerKind::Extractive);
     assert!(c.extractive_fallback);
     assert_eq!(c.pruning.excluded_tools, ["read_file"]);
+    assert_eq!(
+        s.memory,
+        MemorySettings {
+            user: Some("ada".into()),
+            tools: true,
+            extraction: MemoryExtraction::Model,
+            extraction_threshold: 3,
+            retrieval_limit: 7,
+            recall_tokens: 500,
+        }
+    );
+    assert_eq!(
+        s.origin("memory.retrieval_limit"),
+        file_origin(&path).as_ref()
+    );
 
     let pipeline = s.pipeline_config();
     assert_eq!(
@@ -709,6 +739,7 @@ fn show_is_a_config_file_that_loads_back_to_the_same_settings() {
     assert_eq!(again.context, s.context);
     assert_eq!(again.provider, s.provider);
     assert_eq!(again.store, s.store);
+    assert_eq!(again.memory, s.memory);
     assert_eq!(again.processor_options(), s.processor_options());
 }
 
@@ -859,6 +890,14 @@ fn trust_is_needed_only_for_keys_a_project_file_sets_and_that_are_in_force() {
     let s = dirs.load(&[]).unwrap();
     assert_eq!(s.context.context_limit, 64_000);
     assert_eq!(s.trust(), None);
+
+    // Whose memory a turn reads and writes is the user's to choose.
+    dirs.local_untrusted("[memory]\nuser = \"bob\"\nretrieval_limit = 5\n");
+    let e = config_error(dirs.load(&[]));
+    assert_eq!(e.key.as_deref(), Some("memory.user"), "{e}");
+    assert_eq!(e.line, Some(2), "{e}");
+    dirs.local_untrusted("[memory]\ntools = true\nretrieval_limit = 5\n");
+    assert_eq!(dirs.load(&[]).unwrap().memory.retrieval_limit, 5);
 
     // Keys the environment overrides are not the file's to choose.
     dirs.local_untrusted(

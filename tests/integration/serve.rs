@@ -314,7 +314,26 @@ fn bad_serve_settings_are_refused_before_listening() {
     assert!(e.contains("--memory-user"), "{e}");
     let e = serve(&[], &["--memory-extraction", "model"]);
     assert!(
-        e.contains("--memory-extraction model needs --memory-user"),
+        e.contains("model extraction of memory facts needs a user") && e.contains("--memory-user"),
         "{e}"
     );
+    let e = serve(&[], &["--memory-tools"]);
+    assert!(
+        e.contains("the memory tools need a user") && e.contains("[memory]"),
+        "{e}"
+    );
+    let e = serve(&[], &["--extraction-threshold", "0"]);
+    assert!(e.contains("--extraction-threshold"), "{e}");
+    // `[memory]` in a named file: its bad values named with the line.
+    let file = dir.path().join("memory.toml");
+    std::fs::write(&file, "[memory]\nuser = \"ada\"\nretrieval_limit = 0\n").unwrap();
+    let e = serve(&[], &["--config", file.to_str().unwrap()]);
+    assert!(
+        e.contains("memory.toml:3")
+            && e.contains("`memory.retrieval_limit` = 0 must be between 1 and 1000"),
+        "{e}"
+    );
+    std::fs::write(&file, "[memory]\nuser = \"ada\"\nextraction = \"model\"\n").unwrap();
+    let e = serve(&[], &["--config", file.to_str().unwrap()]);
+    assert!(e.contains("needs a provider"), "{e}");
 }

@@ -244,6 +244,7 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             let mut config = settings.engine_config(processors);
             config.cache_dir = agent_host_runtime::CompileCache::default_root();
             config.memory = command.memory.config(
+                &settings.memory,
                 || crate::commands::open_memory(&settings.store),
                 config.provider.is_some(),
             )?;

@@ -40,6 +40,20 @@ pub(super) struct RawFile {
     pub processors: Vec<RawProcessor>,
     #[serde(default)]
     pub upstreams: Vec<RawUpstream>,
+    #[serde(default)]
+    pub memory: RawMemory,
+}
+
+/// `[memory]`: long-term memory in turns, views and the gateway.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMemory {
+    pub user: Option<String>,
+    pub tools: Option<bool>,
+    pub extraction: Option<Choice<crate::MemoryExtraction>>,
+    pub extraction_threshold: Option<usize>,
+    pub retrieval_limit: Option<usize>,
+    pub recall_tokens: Option<u32>,
 }
 
 /// One `[[upstreams]]` entry: a server the gateway sends the requests for
@@ -218,6 +232,16 @@ pub(super) trait Named: Copy + 'static {
 
 impl Named for SummarizerKind {
     const ALL: &'static [Self] = &[SummarizerKind::Llm, SummarizerKind::Extractive];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for crate::MemoryExtraction {
+    const ALL: &'static [Self] = &[
+        crate::MemoryExtraction::Offline,
+        crate::MemoryExtraction::Model,
+    ];
     fn name(self) -> &'static str {
         self.as_str()
     }

@@ -273,6 +273,95 @@ impl fmt::Display for SummarizerKind {
     }
 }
 
+/// How long-term memory extracts facts (`[memory] extraction`,
+/// `--memory-extraction`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum MemoryExtraction {
+    /// Core's offline extractor: explicit facts, at the flush before a
+    /// summary.
+    #[default]
+    Offline,
+    /// The configured provider's model, every `extraction_threshold`
+    /// exchanges and at the flush (offline when it fails).
+    Model,
+}
+
+impl MemoryExtraction {
+    /// The name used in the file and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryExtraction::Offline => "offline",
+            MemoryExtraction::Model => "model",
+        }
+    }
+}
+
+/// `[memory]`: whose long-term memory the engine's turns, views and the
+/// gateway use, and how. Off until a user is named (`memory.user`, or
+/// `--memory-user` on `chat` and `serve`, which outranks it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemorySettings {
+    /// Whose memory: recalled facts go in each view's volatile tail, facts
+    /// are flushed into it before a summary. `None`: no memory.
+    pub user: Option<String>,
+    /// Whether the model is offered the memory tools (`memory_search`,
+    /// `memory_write`, `memory_recall`) and agent-host runs its calls.
+    pub tools: bool,
+    /// How facts are extracted.
+    pub extraction: MemoryExtraction,
+    /// With model extraction, exchanges between two extractions (default 5).
+    pub extraction_threshold: usize,
+    /// The most facts recalled per turn (default 10).
+    pub retrieval_limit: usize,
+    /// The most tokens recalled facts take (default 1,000).
+    pub recall_tokens: u32,
+}
+
+/// The most facts a turn may recall: a page of the memory store.
+pub const MAX_RETRIEVAL_LIMIT: usize = 1_000;
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            user: None,
+            tools: false,
+            extraction: MemoryExtraction::Offline,
+            extraction_threshold: agent_host_engine::DEFAULT_EXTRACTION_THRESHOLD,
+            retrieval_limit: agent_host_core::memory::recall::DEFAULT_RETRIEVAL_LIMIT,
+            recall_tokens: agent_host_core::memory::recall::DEFAULT_RECALL_TOKENS,
+        }
+    }
+}
+
+impl MemorySettings {
+    /// The engine's memory over `store`, when a user is named; the checks
+    /// that need every layer at once (a model to extract with, a user for
+    /// the tools) are the front end's, which knows its flags.
+    pub fn engine_config(
+        &self,
+        store: std::sync::Arc<agent_host_store::memory::MemoryStore>,
+    ) -> Option<agent_host_engine::MemoryConfig> {
+        let user = self.user.clone()?;
+        let mut config = agent_host_engine::MemoryConfig::new(store, user);
+        config.tools = self.tools;
+        config.extraction = match self.extraction {
+            MemoryExtraction::Offline => agent_host_engine::Extraction::Offline,
+            MemoryExtraction::Model => agent_host_engine::Extraction::Model,
+        };
+        config.extraction_threshold = self.extraction_threshold;
+        config.retrieval_limit = self.retrieval_limit;
+        config.recall_tokens = self.recall_tokens;
+        Some(config)
+    }
+}
+
+/// Whether `user` can name a memory's user: 1 to 256 bytes, not blank (the
+/// memory store's bound on names).
+pub fn valid_memory_user(user: &str) -> bool {
+    !user.trim().is_empty() && user.len() <= 256
+}
+
 /// Command-line overrides of the configuration, for `run`, `chat` and
 /// `context` (`#[command(flatten)]`).
 ///
@@ -642,6 +731,8 @@ pub struct Settings {
     /// The gateway's upstreams (`[[upstreams]]`), chosen by a request's
     /// model; empty means the provider, for every model.
     pub upstreams: Vec<UpstreamSettings>,
+    /// Long-term memory (`[memory]`).
+    pub memory: MemorySettings,
     /// The configuration file that was read, if any.
     pub file: Option<PathBuf>,
     found_by: Option<FoundBy>,
@@ -795,6 +886,7 @@ impl Settings {
         let processors = merge.processors(raw)?;
         merge.check(&context, provider.as_ref(), &store, &processors)?;
         let upstreams = merge.upstreams(raw)?;
+        let memory = merge.memory(raw)?;
         let trust = match (&found, &doc) {
             (Some(found), Some(doc)) if found.found_by == FoundBy::WorkingDir => {
                 trust::check(doc, &merge.sources, user_config_dir)?
@@ -808,6 +900,7 @@ impl Settings {
             store,
             processors,
             upstreams,
+            memory,
             file: found.as_ref().map(|f| f.path.clone()),
             found_by: found.map(|f| f.found_by),
             sources: merge.sources,

@@ -246,6 +246,75 @@ impl Merge<'_> {
         }))
     }
 
+    /// `[memory]`, checked: a user name the memory store can hold, and
+    /// limits of at least 1 (the retrieval limit at most a page).
+    pub(super) fn memory(&mut self, raw: &RawFile) -> Result<crate::MemorySettings, ConfigError> {
+        let m = &raw.memory;
+        let defaults = crate::MemorySettings::default();
+        let user = self.file_or("memory.user", m.user.clone().map(Some), None);
+        if let Some(user) = &user
+            && !crate::valid_memory_user(user)
+        {
+            return Err(self.error(
+                "memory.user",
+                format!("`memory.user` = {user:?} must name a user in 1 to 256 bytes"),
+            ));
+        }
+        let tools = self.file_or("memory.tools", m.tools, defaults.tools);
+        let extraction = self.file_or(
+            "memory.extraction",
+            m.extraction.map(|c| c.0),
+            defaults.extraction,
+        );
+        let extraction_threshold = self.file_or(
+            "memory.extraction_threshold",
+            m.extraction_threshold,
+            defaults.extraction_threshold,
+        );
+        let retrieval_limit = self.file_or(
+            "memory.retrieval_limit",
+            m.retrieval_limit,
+            defaults.retrieval_limit,
+        );
+        let recall_tokens = self.file_or(
+            "memory.recall_tokens",
+            m.recall_tokens,
+            defaults.recall_tokens,
+        );
+        for (key, value, max) in [
+            (
+                "memory.extraction_threshold",
+                extraction_threshold as u64,
+                None,
+            ),
+            (
+                "memory.retrieval_limit",
+                retrieval_limit as u64,
+                Some(crate::MAX_RETRIEVAL_LIMIT as u64),
+            ),
+            ("memory.recall_tokens", u64::from(recall_tokens), None),
+        ] {
+            if value == 0 || max.is_some_and(|max| value > max) {
+                let range = match max {
+                    Some(max) => format!("between 1 and {max}"),
+                    None => "at least 1".to_owned(),
+                };
+                return Err(self.error(
+                    key,
+                    format!("{} must be {range}", self.describe(key, value)),
+                ));
+            }
+        }
+        Ok(crate::MemorySettings {
+            user,
+            tools,
+            extraction,
+            extraction_threshold,
+            retrieval_limit,
+            recall_tokens,
+        })
+    }
+
     /// The `[[upstreams]]` of the file, checked: names unique and not
     /// empty, each with models, an http(s) base URL, at most one default.
     pub(super) fn upstreams(

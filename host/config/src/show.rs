@@ -127,6 +127,21 @@ impl Settings {
         // A PostgreSQL URL's password is never shown.
         let store = agent_host_store::redact(&self.store);
         entries.push(Entry::new("store", "path", store.as_str()));
+        let m = &self.memory;
+        if let Some(user) = &m.user {
+            entries.push(Entry::new("memory", "user", user.as_str()));
+        }
+        entries.extend([
+            Entry::new("memory", "tools", m.tools),
+            Entry::new("memory", "extraction", m.extraction.as_str()),
+            Entry::new(
+                "memory",
+                "extraction_threshold",
+                int(m.extraction_threshold),
+            ),
+            Entry::new("memory", "retrieval_limit", int(m.retrieval_limit)),
+            Entry::new("memory", "recall_tokens", int(m.recall_tokens)),
+        ]);
         for (i, processor) in self.processors.iter().enumerate() {
             let o = &processor.options;
             let config = o

@@ -38,8 +38,10 @@ const MAX_TRUST_FILE: u64 = 4 << 20;
 
 /// The keys a configuration file sets that need trust, with their values
 /// as written (paths unresolved): `provider.base_url`,
-/// `provider.api_key_env`, `store.path`, every `processors[i].allow_dirs`
-/// and every `upstreams[i].base_url` and `upstreams[i].api_key_env`.
+/// `provider.api_key_env`, `store.path`, `memory.user` (whose facts are
+/// read into requests and written from answers), every
+/// `processors[i].allow_dirs` and every `upstreams[i].base_url` and
+/// `upstreams[i].api_key_env`.
 pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
     let mut keys = Vec::new();
     if let Some(p) = &raw.provider {
@@ -52,6 +54,9 @@ pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
     }
     if let Some(path) = &raw.store.path {
         keys.push(("store.path".to_owned(), format!("{path:?}")));
+    }
+    if let Some(user) = &raw.memory.user {
+        keys.push(("memory.user".to_owned(), format!("{user:?}")));
     }
     for (i, u) in raw.upstreams.iter().enumerate() {
         if let Some(url) = &u.base_url {

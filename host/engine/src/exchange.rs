@@ -229,13 +229,17 @@ impl Engine {
 
     /// Stores the end of an exchange in one write: the client's `pending`
     /// messages (see [`Ready::pending`]; empty when they are stored
-    /// already) and the answer relayed for them, if one arrived whole. The
-    /// answer gets a fresh id, and the session's agent and the time when it
-    /// has none. Returns the stored answer and the session.
+    /// already), the messages the caller `made` on the way to the answer
+    /// (the gateway's rounds of memory-tool calls and their results, with
+    /// their own ids, marked host-only), and the answer relayed for them, if
+    /// one arrived whole. The answer gets a fresh id, and the session's
+    /// agent and the time when it has none. Returns the stored answer and
+    /// the session.
     pub async fn store_exchange(
         &self,
         session: &SessionRef,
         pending: Vec<Message>,
+        made: Vec<Message>,
         reply: Option<Message>,
         channel: &str,
     ) -> Result<(Option<Message>, SessionMeta)> {
@@ -245,10 +249,16 @@ impl Engine {
             reply.channel.get_or_insert_with(|| channel.to_owned());
             reply
         });
+        let made = made.into_iter().map(|mut m| {
+            m.channel.get_or_insert_with(|| channel.to_owned());
+            m
+        });
         let session = session.clone();
+        let mut batch = pending;
+        batch.extend(made);
         self.blocking(move |inner| {
             let meta = crate::existing(inner.store.as_ref(), &session)?;
-            let mut batch = pending;
+            let mut batch = batch;
             if let Some(mut reply) = reply.clone() {
                 reply.agent.get_or_insert_with(|| meta.agent.clone());
                 batch.push(reply);

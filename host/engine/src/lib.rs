@@ -1249,43 +1249,29 @@ impl Engine {
             if !only_memory(&reply) {
                 break;
             }
-            reply.id = new_id();
-            reply.agent = Some(agent.to_owned());
-            reply.timestamp.get_or_insert_with(Utc::now);
-            let (memory, asked, agent_name) = (memory.clone(), reply.clone(), agent.to_owned());
+            let (memory, agent_name) = (memory.clone(), agent.to_owned());
             let session_id = match session {
                 SessionRef::Id(id) => Some(id.to_string()),
                 SessionRef::Key { .. } => None,
             };
-            let results = tokio::task::spawn_blocking(move || {
-                asked
-                    .tool_calls
-                    .iter()
-                    .map(|call| {
-                        let site = memory_tools::CallSite {
-                            agent: &agent_name,
-                            session: session_id.as_deref(),
-                            message: &asked.id,
-                        };
-                        let answer = memory_tools::run(&memory, site, &call.name, &call.arguments);
-                        let mut result =
-                            Message::tool_result(&call.id, &call.name, answer).with_id(new_id());
-                        result.agent = Some(agent_name.clone());
-                        result.timestamp = Some(Utc::now());
-                        result
-                    })
-                    .collect::<Vec<_>>()
+            let (asked, results) = tokio::task::spawn_blocking(move || {
+                let results = memory_tools::answer_round(
+                    &memory,
+                    &agent_name,
+                    session_id.as_deref(),
+                    &mut reply,
+                    "not run: only memory tools are run here",
+                );
+                (reply, results)
             })
             .await
             .map_err(|e| ProviderError::Malformed(format!("a memory tool failed: {e}")))?;
+            reply = asked;
             for (call, result) in reply.tool_calls.iter().zip(&results) {
-                let error = serde_json::from_str::<serde_json::Value>(&result.content)
-                    .ok()
-                    .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned));
                 observer.event(&EngineEvent::MemoryTool {
                     session: session.clone(),
                     tool: call.name.clone(),
-                    error,
+                    error: memory_tools::result_error(result),
                 });
             }
             calls.push(reply);

@@ -8,8 +8,11 @@
 //! carried out is answered with `{"error": ...}` for the model to read; it
 //! never fails the turn.
 
+use agent_host_core::Message;
 use agent_host_core::memory::{Fact, Filter, Scope};
+use agent_host_core::reconcile::HOST_ONLY;
 use agent_host_store::memory::MemoryStore;
+use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::MemoryConfig;
@@ -37,6 +40,69 @@ const MAX_ARGUMENTS_BYTES: usize = 16 * 1024;
 /// Whether `name` is one of the memory tools.
 pub fn is_memory_tool(name: &str) -> bool {
     matches!(name, SEARCH | WRITE | RECALL)
+}
+
+/// Whether `m` calls one of the memory tools.
+pub fn calls_memory(m: &Message) -> bool {
+    m.tool_calls.iter().any(|call| is_memory_tool(&call.name))
+}
+
+/// Marks `m` as a message its client never saw ([`HOST_ONLY`]): a round of
+/// memory calls the host ran for the model, and their results.
+pub fn mark_host_only(m: &mut Message) {
+    m.metadata.insert(HOST_ONLY.into(), Value::Bool(true));
+}
+
+/// Runs a round of calls, blocking: `asked` (an assistant message of
+/// `agent` in `session`, when it is stored, that calls memory tools) gets a
+/// fresh id, the agent and the time, and is marked host-only; then each of
+/// its calls is answered: one to a memory tool is run against `memory`; any
+/// other (one of the client's tools, in a reply that called both) is
+/// answered with `{"error": not_run}`, for the model to call it again once
+/// it has read the memory results. The results come in the calls' order,
+/// each with a fresh id, the agent and the time, marked host-only too.
+pub fn answer_round(
+    memory: &MemoryConfig,
+    agent: &str,
+    session: Option<&str>,
+    asked: &mut Message,
+    not_run: &str,
+) -> Vec<Message> {
+    asked.id = crate::new_id();
+    asked.agent = Some(agent.to_owned());
+    asked.timestamp.get_or_insert_with(Utc::now);
+    mark_host_only(asked);
+    asked
+        .tool_calls
+        .iter()
+        .map(|call| {
+            let answer = if is_memory_tool(&call.name) {
+                let site = CallSite {
+                    agent,
+                    session,
+                    message: &asked.id,
+                };
+                run(memory, site, &call.name, &call.arguments)
+            } else {
+                json!({ "error": not_run }).to_string()
+            };
+            let mut result =
+                Message::tool_result(&call.id, &call.name, answer).with_id(crate::new_id());
+            result.agent = Some(agent.to_owned());
+            result.timestamp = Some(Utc::now());
+            mark_host_only(&mut result);
+            result
+        })
+        .collect()
+}
+
+/// The error a result of [`answer_round`] or [`run`] reports, if any.
+pub fn result_error(result: &Message) -> Option<String> {
+    serde_json::from_str::<Value>(&result.content)
+        .ok()?
+        .get("error")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// The three tools' definitions (OpenAI function format; the Anthropic

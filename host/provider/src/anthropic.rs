@@ -91,7 +91,7 @@ pub(super) fn messages_url(base_url: &str) -> String {
 /// An OpenAI function tool (`{"type": "function", "function": {name,
 /// description, parameters}}`) as an Anthropic tool (`{name, description,
 /// input_schema}`); a definition already in Anthropic's shape goes as is.
-fn tool_definition(tool: &Value) -> Result<Value, ProviderError> {
+pub fn tool_definition(tool: &Value) -> Result<Value, ProviderError> {
     if tool.get("input_schema").is_some() {
         return Ok(tool.clone());
     }

@@ -26,6 +26,7 @@ mod openai;
 mod relay;
 mod sse;
 
+pub use anthropic::tool_definition as anthropic_tool_definition;
 pub use openai::request_messages as chat_request_messages;
 pub use relay::{MAX_RELAYED_ERROR, Relay, RelayStream, Relayed};
 

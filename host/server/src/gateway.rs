@@ -97,9 +97,11 @@ const FORWARDED_HEADERS: [&str; 2] = ["anthropic-beta", "anthropic-version"];
 
 pub(crate) mod chains;
 pub(crate) mod crossed;
+pub(crate) mod memory;
 pub(crate) mod responses;
 
 pub use chains::{CHAIN_HEADER, DEFAULT_CHAIN, GatewayProcessor};
+pub use memory::MemoryCall;
 
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
@@ -235,6 +237,10 @@ pub struct RequestRecord {
     /// `previous_response_id` must name, after a restart too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,
+    /// The calls to the memory tools the gateway ran for the model before
+    /// the answer the client got (`serve --memory-tools`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_calls: Vec<memory::MemoryCall>,
 }
 
 /// A request record as the dashboard lists it.
@@ -896,7 +902,7 @@ type Locks = (
 );
 
 /// A request ready to go upstream.
-struct Outgoing {
+pub(crate) struct Outgoing {
     wire: Wire,
     /// The session; `None` for a request passed through without one.
     session: Option<Uuid>,
@@ -915,7 +921,90 @@ struct Outgoing {
     /// For a Chat Completions or Messages client in front of the other
     /// wire: what its answer says besides the upstream's.
     crossed: Option<crossed::Crossed>,
+    /// When the model is offered the memory tools: the rounds of calls the
+    /// gateway runs before the answer the client gets.
+    memory: Option<memory::Rounds>,
     _locks: Option<Locks>,
+}
+
+impl Outgoing {
+    /// For a translated client: what turns the upstream's streamed events
+    /// into its wire's.
+    fn translator(&self) -> Option<Translator> {
+        match (&self.response, &self.crossed) {
+            (Some(skeleton), _) => Some(Translator::Responses(responses::Streamer::new(
+                skeleton.clone(),
+            ))),
+            (None, Some(crossed)) => {
+                Some(Translator::Crossed(crossed::Streamer::new(crossed.clone())))
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// The request to relay upstream.
+    fn relay(&self) -> Relay {
+        Relay {
+            body: self.body.clone(),
+            stream: self.stream,
+            headers: self.forwarded.clone(),
+        }
+    }
+}
+
+/// How a request's upstream body is written from a view.
+#[derive(Clone)]
+pub(crate) struct BodySpec {
+    wire: Wire,
+    settings: agent_host_provider::ProviderSettings,
+    /// A Responses client's request, translated.
+    responses: bool,
+    /// A Chat Completions or Messages client's, translated to the other wire.
+    crossed: bool,
+    stream: bool,
+    /// The client named no model: the upstream's goes in.
+    model_missing: bool,
+}
+
+/// The upstream's request: the client's `body` (its fields, less its
+/// messages) with `view` as its messages, in the upstream's wire, and the
+/// memory tools when `memory` offers them.
+fn upstream_body(
+    spec: &BodySpec,
+    mut body: Map<String, Value>,
+    view: &[Message],
+    memory: Option<memory::Offer>,
+) -> Result<Vec<u8>, ApiError> {
+    let settings = &spec.settings;
+    let mut body = if spec.responses {
+        responses::upstream_body(settings, &body, view, spec.stream)
+            .map_err(|e| ApiError::new(ErrorKind::Internal, e))?
+    } else if spec.crossed {
+        crossed::upstream_body(spec.wire, settings, &body, view, spec.stream)
+            .map_err(|e| ApiError::invalid("body", e))?
+    } else {
+        write_view(spec.wire, &mut body, view)?;
+        body
+    };
+    if spec.model_missing {
+        body.insert("model".into(), json!(settings.model));
+    }
+    if spec.stream && spec.wire == Wire::ChatCompletions && !spec.crossed {
+        // The usage comes only when asked for; it is stored with the answer.
+        let options = body.entry("stream_options").or_insert_with(|| json!({}));
+        if let Some(options) = options.as_object_mut() {
+            options.insert("include_usage".into(), json!(true));
+        }
+    }
+    if let Some(offer) = memory {
+        memory::add_tools(&mut body, settings.kind, offer);
+    }
+    serde_json::to_vec(&Value::Object(body)).map_err(|e| {
+        ApiError::new(
+            ErrorKind::Internal,
+            format!("cannot write the request: {e}"),
+        )
+    })
 }
 
 /// What a request stored in a session holds.
@@ -1100,7 +1189,7 @@ fn outgoing(
     mut prepared: Prepared,
     held: Option<Held>,
 ) -> Result<Outgoing, ApiError> {
-    let (view, notes) = without_foreign(std::mem::take(&mut prepared.view), &upstream.name);
+    let (view, mut notes) = without_foreign(std::mem::take(&mut prepared.view), &upstream.name);
     prepared.view = view;
     let settings = upstream.provider.settings();
     // A Chat Completions or Messages client in front of the other wire.
@@ -1114,22 +1203,36 @@ fn outgoing(
                 .unwrap_or_else(|| settings.model.clone());
             crossed::Crossed::new(wire, model, &asked.body)
         });
-    let mut body = match &asked.responses {
-        Some(_) => responses::upstream_body(settings, &asked.body, &prepared.view, asked.stream)
-            .map_err(|e| ApiError::new(ErrorKind::Internal, e))?,
-        None if crossed.is_some() => {
-            crossed::upstream_body(wire, settings, &asked.body, &prepared.view, asked.stream)
-                .map_err(|e| ApiError::invalid("body", e))?
-        }
-        None => {
-            let mut body = asked.body;
-            write_view(wire, &mut body, &prepared.view)?;
-            body
-        }
+    let spec = BodySpec {
+        wire,
+        settings: settings.clone(),
+        responses: asked.responses.is_some(),
+        crossed: crossed.is_some(),
+        stream: asked.stream,
+        model_missing: asked.model.is_none(),
     };
-    if asked.model.is_none() {
-        body.insert("model".into(), json!(settings.model));
-    }
+    // The model is offered the memory tools when the server's memory says
+    // so, for a request stored in a session, whose client has no tool of
+    // the same name; the gateway then runs its calls (`gateway/memory.rs`).
+    let memory = match (&held, state.engine.config().memory.as_ref()) {
+        (Some(held), Some(config)) if config.tools => {
+            let site = (held.meta.id, held.meta.agent.as_str());
+            match memory::Rounds::offer(config, &spec, &asked.body, &prepared.view, site) {
+                Ok(rounds) => Some(rounds),
+                Err(note) => {
+                    notes.push(note);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let body = upstream_body(
+        &spec,
+        asked.body,
+        &prepared.view,
+        memory.as_ref().map(|_| memory::Offer::Tools),
+    )?;
     let response = asked.responses.as_ref().map(|ask| {
         let model = asked
             .model
@@ -1138,19 +1241,6 @@ fn outgoing(
         let id = responses::new_id(held.as_ref().map(|h| h.meta.id));
         responses::Skeleton::new(ask, model, id)
     });
-    if asked.stream && wire == Wire::ChatCompletions && crossed.is_none() {
-        // The usage comes only when asked for; it is stored with the answer.
-        let options = body.entry("stream_options").or_insert_with(|| json!({}));
-        if let Some(options) = options.as_object_mut() {
-            options.insert("include_usage".into(), json!(true));
-        }
-    }
-    let body = serde_json::to_vec(&Value::Object(body)).map_err(|e| {
-        ApiError::new(
-            ErrorKind::Internal,
-            format!("cannot write the request: {e}"),
-        )
-    })?;
     let Prepared {
         view,
         compaction,
@@ -1217,6 +1307,7 @@ fn outgoing(
                 notes,
                 chain: Some(chain),
                 response: None,
+                memory_calls: Vec::new(),
             };
             let n = state.records.add(held.meta.id, record);
             out_headers.extend([
@@ -1255,6 +1346,7 @@ fn outgoing(
         upstream: upstream.name.clone(),
         response,
         crossed,
+        memory,
         headers: out_headers
             .into_iter()
             .filter_map(|(name, value)| {
@@ -1393,17 +1485,27 @@ enum Ended {
     },
 }
 
-/// Sends the request upstream and answers the client.
-async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgoing) -> Response {
-    let relay = Relay {
-        body: out.body.clone(),
-        stream: out.stream,
-        headers: out.forwarded.clone(),
-    };
+/// Sends the request upstream (with the memory rounds, when the model is
+/// offered the memory tools) and answers the client.
+async fn send(
+    state: Shared,
+    provider: agent_host_provider::Provider,
+    mut out: Outgoing,
+) -> Response {
     let wire = out.wire;
-    let headers = out.headers.clone();
-    let relayed = match provider.relay(relay).await {
-        Ok(relayed) => relayed,
+    let mut headers = out.headers.clone();
+    let answered = memory::run(&provider, &mut out).await;
+    if let Some(rounds) = &out.memory
+        && !rounds.calls.is_empty()
+    {
+        headers.push((
+            HeaderName::from_static("x-agent-host-memory-calls"),
+            HeaderValue::from(rounds.calls.len()),
+        ));
+    }
+    let relayed = match answered {
+        Ok(memory::Answered::Relayed(relayed)) => relayed,
+        Ok(memory::Answered::Read(read)) => return send_read(state, out, read, &headers),
         Err(e) => {
             let message = e.to_string();
             let status = match e {
@@ -1479,15 +1581,7 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
             with_headers(response, &headers)
         }
         Relayed::Stream(upstream) => {
-            let translate = match (&out.response, &out.crossed) {
-                (Some(skeleton), _) => Some(Translator::Responses(responses::Streamer::new(
-                    skeleton.clone(),
-                ))),
-                (None, Some(crossed)) => {
-                    Some(Translator::Crossed(crossed::Streamer::new(crossed.clone())))
-                }
-                (None, None) => None,
-            };
+            let translate = out.translator();
             let pieces = futures_util::stream::unfold(
                 Pipe {
                     state,
@@ -1543,6 +1637,64 @@ async fn send(state: Shared, provider: agent_host_provider::Provider, out: Outgo
             with_headers(event_stream(Body::from_stream(pieces)), &headers)
         }
     }
+}
+
+/// A streamed answer the memory rounds read whole, to the client: the
+/// upstream's bytes as they came (or, for a translated client, its wire's
+/// events), then stored as a stream that ended is.
+fn send_read(
+    state: Shared,
+    out: Outgoing,
+    read: memory::Read,
+    headers: &[(HeaderName, HeaderValue)],
+) -> Response {
+    let memory::Read {
+        pieces,
+        tail,
+        end,
+        broke,
+    } = read;
+    let ended = match end {
+        Ok(reply) => Ended::Answer(Box::new(reply)),
+        Err(e) => Ended::Failed {
+            status: Some(200),
+            outcome: if broke {
+                "upstream_error"
+            } else {
+                "unreadable_answer"
+            },
+            error: e.to_string(),
+        },
+    };
+    let body = match out.translator() {
+        Some(mut translate) => {
+            let mut all = Vec::new();
+            for (_, events) in pieces {
+                all.extend_from_slice(&translate.feed(events));
+            }
+            all.extend_from_slice(&translate.feed(tail));
+            all.extend_from_slice(&match &ended {
+                Ended::Answer(reply) => translate.finish(reply),
+                Ended::Failed { error, .. } => translate.fail(error),
+            });
+            Body::from(all)
+        }
+        None => {
+            // As a relayed stream that broke: the bytes that came, then
+            // the connection cut.
+            let cut = match &ended {
+                Ended::Failed { error, .. } if broke => Some(error.clone()),
+                _ => None,
+            };
+            let pieces = pieces
+                .into_iter()
+                .map(|(bytes, _)| Ok(bytes))
+                .chain(cut.map(|e| Err(std::io::Error::other(e))));
+            Body::from_stream(futures_util::stream::iter(pieces.collect::<Vec<_>>()))
+        }
+    };
+    tokio::spawn(persist(&state, out, ended));
+    with_headers(event_stream(body), headers)
 }
 
 /// What a translated answer is made into.
@@ -1717,8 +1869,8 @@ fn with_headers(mut response: Response, headers: &[(HeaderName, HeaderValue)]) -
 }
 
 /// Stores the client's pending messages and the answer, if one arrived
-/// whole, in one write; completes the record; then lets the session go
-/// (`out` holds its locks).
+/// whole, with the memory rounds that led to it, in one write; completes
+/// the record; then lets the session go (`out` holds its locks).
 fn persist(
     state: &Shared,
     out: Outgoing,
@@ -1767,14 +1919,34 @@ fn persist(
         };
         let usage = reply.as_ref().and_then(|m| m.usage);
         let pending = std::mem::take(&mut out.pending);
+        let memory_calls = out.memory.as_ref().map(|r| r.calls.clone());
+        // The rounds go in only with the answer they led to: without it,
+        // the client asks again and the model looks again.
+        let made: Vec<Message> = match (&reply, out.memory.as_mut()) {
+            (Some(_), Some(rounds)) => std::mem::take(&mut rounds.made)
+                .into_iter()
+                .map(|mut m| {
+                    m.channel = Some(CHANNEL.to_owned());
+                    m
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let stored = state
             .engine
-            .store_exchange(&SessionRef::Id(session), pending.clone(), reply, CHANNEL)
+            .store_exchange(
+                &SessionRef::Id(session),
+                pending.clone(),
+                made.clone(),
+                reply,
+                CHANNEL,
+            )
             .await;
         let mut answered = None;
         let (reply_id, outcome, error) = match stored {
             Ok((reply, meta)) => {
                 let mut messages = pending;
+                messages.extend(made);
                 messages.extend(reply.iter().cloned());
                 if !messages.is_empty() {
                     observe::saved(&state, &meta, messages, Some(CHANNEL.to_owned()));
@@ -1806,6 +1978,9 @@ fn persist(
             r.response = answered;
             r.outcome = outcome.to_owned();
             r.error = error.map(|e| shortened(e, 2048));
+            if let Some(calls) = memory_calls {
+                r.memory_calls = calls;
+            }
         });
     }
 }

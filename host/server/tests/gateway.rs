@@ -1656,3 +1656,348 @@ async fn without_gateway_processors_the_engines_chain_is_the_default() {
         "{reply}"
     );
 }
+
+/// The text of an answer as a client of `wire` reads it, whole or
+/// streamed (Chat Completions chunks, or Anthropic's events).
+fn answer_text(wire: Wire, body: &str) -> String {
+    let whole: Option<Value> = serde_json::from_str(body).ok();
+    match (wire, whole) {
+        (Wire::OpenAi, Some(v)) => v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+        (Wire::Anthropic, Some(v)) => v["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["text"].as_str())
+            .collect(),
+        (Wire::OpenAi, None) => read_stream(body).0,
+        (Wire::Anthropic, None) => body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .filter(|e| e["type"] == "content_block_delta")
+            .filter_map(|e| e["delta"]["text"].as_str().map(str::to_owned))
+            .collect(),
+    }
+}
+
+/// Sends `body` to the gateway's route for `wire` in session `key`: the
+/// status, the headers and the body's text.
+async fn ask(
+    base: &str,
+    wire: Wire,
+    key: &str,
+    body: &Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let path = match wire {
+        Wire::OpenAi => "/v1/chat/completions",
+        Wire::Anthropic => "/v1/messages",
+    };
+    let reply = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .header("x-session-id", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status().as_u16();
+    let headers = reply.headers().clone();
+    (status, headers, reply.text().await.unwrap())
+}
+
+/// The names of the tools a request offered, in order.
+fn offered(request: &agent_host_testkit::model_server::Recorded) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/function/name").or_else(|| t.get("name")))
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A gateway whose model is offered the memory tools over `ada`'s memory,
+/// which knows her dog's name.
+async fn memory_gateway(
+    wire: Wire,
+) -> (
+    Gateway,
+    Arc<agent_host_store::memory::MemoryStore>,
+    tempfile::TempDir,
+) {
+    use agent_host_core::memory::{Fact, Scope};
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Arc::new(
+        agent_host_store::memory::MemoryStore::open(&dir.path().to_string_lossy()).unwrap(),
+    );
+    memory
+        .add(Fact::new(
+            "rex",
+            Scope::new("ada", agent_host_store::DEFAULT_AGENT),
+            "ada",
+            "Ada's dog is named Rex",
+            chrono::Utc::now(),
+        ))
+        .unwrap();
+    let mut config = agent_host_engine::MemoryConfig::new(memory.clone(), "ada");
+    config.tools = true;
+    let engine = EngineConfig {
+        memory: Some(config),
+        ..EngineConfig::default()
+    };
+    (Gateway::start_with(wire, engine).await, memory, dir)
+}
+
+/// Issue 21 through the gateway: the model is offered the memory tools
+/// beside the client's, the gateway runs its calls to them and asks again;
+/// the client, whole or streamed, on either wire, gets only the answer.
+/// The rounds are stored before the answer, marked host-only, so the
+/// client's next request (which never had them) continues the session
+/// rather than branching it, and the model reads them in later views.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_uses_memory_through_the_gateway() {
+    use agent_host_core::reconcile::HOST_ONLY;
+    for (wire, stream) in [
+        (Wire::OpenAi, false),
+        (Wire::OpenAi, true),
+        (Wire::Anthropic, false),
+        (Wire::Anthropic, true),
+    ] {
+        let case = format!("{wire:?}, stream {stream}");
+        let (gateway, memory, _memory_dir) = memory_gateway(wire).await;
+        let upstream = &gateway.upstream;
+        upstream.push(
+            Answer::tool_calls(&[("m1", "memory_search", r#"{"query": "dog named"}"#)]).into(),
+        );
+        upstream.push(
+            Answer::tool_calls(&[(
+                "m2",
+                "memory_write",
+                r#"{"text": "Ada's dog Rex is a beagle"}"#,
+            )])
+            .into(),
+        );
+        upstream.push(Answer::text("Your dog is Rex.").into());
+        upstream.push(Answer::text("A beagle.").into());
+        let read_file = match wire {
+            Wire::OpenAi => json!({"type": "function", "function": {"name": "read_file",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}),
+            Wire::Anthropic => json!({"name": "read_file",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}),
+        };
+        let mut body = json!({"model": "test-model", "max_tokens": 100, "stream": stream,
+            "tools": [read_file],
+            "messages": [{"role": "user", "content": "What is my dog called? He is a beagle."}]});
+        let key = format!("memory-{wire:?}-{stream}");
+        let (status, headers, text) = ask(&gateway.base, wire, &key, &body).await;
+        assert_eq!(status, 200, "{case}: {text}");
+        assert_eq!(
+            answer_text(wire, &text),
+            "Your dog is Rex.",
+            "{case}: {text}"
+        );
+        assert!(
+            !text.contains("memory_"),
+            "{case}: the client never sees a memory call: {text}"
+        );
+        assert_eq!(headers["x-agent-host-memory-calls"], "2", "{case}");
+
+        // Upstream: the memory tools after the client's, the search's
+        // answer read in the second request, every request streamed as the
+        // client asked.
+        let sent = upstream.requests();
+        assert_eq!(sent.len(), 3, "{case}");
+        assert_eq!(
+            offered(&sent[0]),
+            [
+                "read_file",
+                "memory_search",
+                "memory_write",
+                "memory_recall"
+            ],
+            "{case}"
+        );
+        assert!(sent.iter().all(|r| r.streamed() == stream), "{case}");
+        assert!(sent[1].contains("Ada's dog is named Rex"), "{case}");
+        assert!(sent[2].contains("beagle"), "{case}");
+
+        // The written fact, from this session.
+        gateway.settle(&key).await;
+        let stored = gateway.session(&key);
+        let written = memory
+            .list(&agent_host_core::memory::Filter::user("ada"), None, 10)
+            .unwrap()
+            .into_iter()
+            .find(|f| f.text == "Ada's dog Rex is a beagle")
+            .unwrap_or_else(|| panic!("{case}: the fact was not written"));
+        assert_eq!(
+            written.source.message.as_deref(),
+            Some(stored[3].id.as_str()),
+            "{case}: the fact's source is the call that wrote it"
+        );
+
+        // Stored: the question, two host-only rounds, the answer; every
+        // call paired with its result.
+        let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "assistant",
+                "tool",
+                "assistant",
+                "tool",
+                "assistant"
+            ],
+            "{case}"
+        );
+        let host_only: Vec<bool> = stored
+            .iter()
+            .map(|m| m.metadata.get(HOST_ONLY) == Some(&Value::Bool(true)))
+            .collect();
+        assert_eq!(host_only, [false, true, true, true, true, false], "{case}");
+        assert!(
+            agent_host_core::validate::validate(&stored).is_empty(),
+            "{case}"
+        );
+        assert_eq!(stored[5].content, "Your dog is Rex.", "{case}");
+        let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/1", gateway.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            record["memory_calls"],
+            json!([{"tool": "memory_search"}, {"tool": "memory_write"}]),
+            "{case}: {record}"
+        );
+        assert_eq!(record["outcome"], "stored", "{case}: {record}");
+
+        // The client goes on without the rounds: the same session, no
+        // branch, and the model still reads them.
+        let messages = body["messages"].as_array_mut().unwrap();
+        messages.push(json!({"role": "assistant", "content": "Your dog is Rex."}));
+        messages.push(json!({"role": "user", "content": "What breed?"}));
+        let (status, headers, text) = ask(&gateway.base, wire, &key, &body).await;
+        assert_eq!(status, 200, "{case}: {text}");
+        assert_eq!(answer_text(wire, &text), "A beagle.", "{case}");
+        assert!(
+            headers.get("x-agent-host-branched-from").is_none(),
+            "{case}"
+        );
+        assert!(headers.get("x-agent-host-memory-calls").is_none(), "{case}");
+        let sent = upstream.requests();
+        assert!(sent[3].contains("memory_write"), "{case}");
+        gateway.settle(&key).await;
+        assert_eq!(gateway.session(&key).len(), 8, "{case}: each message once");
+    }
+}
+
+/// A reply that calls a memory tool and one of the client's: the memory
+/// call runs, the client's is answered "not run" (the model calls it again
+/// after reading memory), so the client only ever gets calls it can pair.
+/// The rounds are capped: the last request tells the model to call no
+/// tool. A client with a tool of a memory tool's name keeps it: the memory
+/// tools are not offered, and the record says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_rounds_never_hand_the_client_a_call_it_cannot_pair() {
+    let (gateway, _memory, _memory_dir) = memory_gateway(Wire::OpenAi).await;
+    let upstream = &gateway.upstream;
+    let read_file = json!({"type": "function", "function": {"name": "read_file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}});
+    upstream.push(
+        Answer::tool_calls(&[
+            ("m1", "memory_search", r#"{"query": "project"}"#),
+            ("r1", "read_file", r#"{"path": "a.rs"}"#),
+        ])
+        .into(),
+    );
+    upstream.push(Answer::tool_calls(&[("r2", "read_file", r#"{"path": "a.rs"}"#)]).into());
+    upstream.push(Answer::text("It is empty.").into());
+    let mut body = json!({"model": "test-model", "tools": [read_file],
+        "messages": [{"role": "user", "content": "What is in a.rs?"}]});
+    let (status, _, text) = ask(&gateway.base, Wire::OpenAi, "mixed", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    let calls = reply["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 1, "{reply}");
+    assert_eq!(calls[0]["id"], "r2", "{reply}");
+    let sent = upstream.requests();
+    let results: Vec<&Value> = sent[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(results.len(), 2, "{}", sent[1].body);
+    assert_eq!(results[1]["tool_call_id"], "r1");
+    assert!(
+        results[1]["content"].as_str().unwrap().contains("not run"),
+        "{}",
+        sent[1].body
+    );
+    // The client answers its call and gets the text; the log stays paired.
+    let messages = body["messages"].as_array_mut().unwrap();
+    messages.push(reply["choices"][0]["message"].clone());
+    messages.push(json!({"role": "tool", "tool_call_id": "r2", "content": "fn main() {}"}));
+    let (status, headers, text) = ask(&gateway.base, Wire::OpenAi, "mixed", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(headers.get("x-agent-host-branched-from").is_none());
+    gateway.settle("mixed").await;
+    let stored = gateway.session("mixed");
+    assert_eq!(stored.len(), 7, "{stored:#?}");
+    assert!(agent_host_core::validate::validate(&stored).is_empty());
+
+    // A model that only calls memory tools: four rounds, then told to
+    // call none; the client gets the answer that follows.
+    for n in 0..4 {
+        upstream.push(
+            Answer::tool_calls(&[(&format!("d{n}"), "memory_recall", r#"{"entity": "ada"}"#)])
+                .into(),
+        );
+    }
+    upstream.push(Answer::text("Done.").into());
+    let before = upstream.requests().len();
+    let looping = json!({"model": "test-model",
+        "messages": [{"role": "user", "content": "Tell me everything."}]});
+    let (status, _, text) = ask(&gateway.base, Wire::OpenAi, "looping", &looping).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(answer_text(Wire::OpenAi, &text), "Done.");
+    let sent = &upstream.requests()[before..];
+    assert_eq!(sent.len(), 5);
+    assert!(
+        sent[..4]
+            .iter()
+            .all(|r| r.body.get("tool_choice").is_none())
+    );
+    assert_eq!(sent[4].body["tool_choice"], "none");
+
+    // A client that has a tool named `memory_search` keeps it.
+    upstream.push(Answer::text("Fine.").into());
+    let own = json!({"model": "test-model",
+        "tools": [{"type": "function", "function": {"name": "memory_search", "parameters": {}}}],
+        "messages": [{"role": "user", "content": "Search."}]});
+    let (status, _, text) = ask(&gateway.base, Wire::OpenAi, "own-tool", &own).await;
+    assert_eq!(status, 200, "{text}");
+    let last = upstream.requests().pop().unwrap();
+    assert_eq!(offered(&last), ["memory_search"]);
+    gateway.settle("own-tool").await;
+    let record: Value = reqwest::get(format!("{}/v1/sessions/own-tool/requests/1", gateway.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        record["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("not offered")),
+        "{record}"
+    );
+}

@@ -49,64 +49,76 @@ impl LimitArgs {
 pub struct MemoryArgs {
     /// Whose long-term memory turns recall from and flush into (the store's memory, as
     /// `agent-host memory` and `/v1/memory` serve it): recalled facts go in each view's
-    /// volatile tail, after the newest message. None: turns and views use no memory.
+    /// volatile tail, after the newest message. None: turns and views use no memory
+    /// [config: memory.user].
     #[arg(long, value_name = "USER")]
     pub memory_user: Option<String>,
-    /// With --memory-user, how facts are extracted: `offline` (explicit facts, at the
-    /// flush before a summary) or `model` (the configured provider, every
-    /// --extraction-threshold exchanges and at the flush; offline when it fails).
-    #[arg(long, default_value = "offline", value_name = "offline|model")]
-    pub memory_extraction: MemoryExtraction,
-    /// Exchanges between two extractions by the model.
-    #[arg(long, default_value_t = agent_host_engine::DEFAULT_EXTRACTION_THRESHOLD, value_name = "N")]
-    pub extraction_threshold: usize,
-    /// With --memory-user, offer the model the memory tools (`memory_search`,
-    /// `memory_write`, `memory_recall`) in every turn; agent-host runs the calls it makes
-    /// and asks again (at most 4 rounds a turn), and stores them with the turn.
-    #[arg(long, requires = "memory_user")]
+    /// How facts are extracted: `offline` (explicit facts, at the flush before a summary)
+    /// or `model` (the configured provider, every --extraction-threshold exchanges and at
+    /// the flush; offline when it fails) [config: memory.extraction; default: offline].
+    #[arg(long, value_name = "offline|model")]
+    pub memory_extraction: Option<agent_host_config::MemoryExtraction>,
+    /// Exchanges between two extractions by the model [config:
+    /// memory.extraction_threshold; default: 5].
+    #[arg(long, value_name = "N")]
+    pub extraction_threshold: Option<usize>,
+    /// Offer the model the memory tools (`memory_search`, `memory_write`,
+    /// `memory_recall`) in every turn; agent-host runs the calls it makes and asks again
+    /// (at most 4 rounds a turn), and stores them with the turn [config: memory.tools].
+    #[arg(long)]
     pub memory_tools: bool,
 }
 
-/// How turns extract facts (`--memory-extraction`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MemoryExtraction {
-    /// Core's offline extractor.
-    Offline,
-    /// The configured provider.
-    Model,
-}
-
 impl MemoryArgs {
-    /// The memory configuration these flags ask for, over the memory `open`
+    /// The memory configuration these flags and the file's `[memory]`
+    /// (`file`) ask for, a flag outranking the file, over the memory `open`
     /// gives (called only when a user is named); `has_provider` says whether
-    /// a model is configured. A bad user name, or model extraction without a
-    /// user or a model, is refused with what to do.
+    /// a model is configured. A bad user name or threshold, the memory tools
+    /// or model extraction without a user, or model extraction without a
+    /// model, is refused with what to do.
     pub fn config(
         &self,
+        file: &agent_host_config::MemorySettings,
         open: impl FnOnce() -> anyhow::Result<std::sync::Arc<agent_host_store::memory::MemoryStore>>,
         has_provider: bool,
     ) -> anyhow::Result<Option<agent_host_engine::MemoryConfig>> {
-        if self.memory_extraction == MemoryExtraction::Model
-            && (self.memory_user.is_none() || !has_provider)
-        {
-            anyhow::bail!(
-                "--memory-extraction model needs --memory-user and a provider (--provider and --model, or [provider] in agent-host.toml)"
-            );
+        use agent_host_config::MemoryExtraction;
+        let mut settings = file.clone();
+        if let Some(user) = &self.memory_user {
+            if !agent_host_config::valid_memory_user(user) {
+                anyhow::bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
+            }
+            settings.user = Some(user.clone());
         }
-        let Some(user) = &self.memory_user else {
+        if let Some(extraction) = self.memory_extraction {
+            settings.extraction = extraction;
+        }
+        if let Some(threshold) = self.extraction_threshold {
+            if threshold == 0 {
+                anyhow::bail!("--extraction-threshold must be at least 1");
+            }
+            settings.extraction_threshold = threshold;
+        }
+        settings.tools |= self.memory_tools;
+        let no_user =
+            "name whose memory it is: --memory-user USER, or `user` in [memory] of agent-host.toml";
+        if settings.extraction == MemoryExtraction::Model {
+            if settings.user.is_none() {
+                anyhow::bail!("model extraction of memory facts needs a user: {no_user}");
+            }
+            if !has_provider {
+                anyhow::bail!(
+                    "model extraction of memory facts needs a provider (--provider and --model, or [provider] in agent-host.toml)"
+                );
+            }
+        }
+        if settings.tools && settings.user.is_none() {
+            anyhow::bail!("the memory tools need a user: {no_user}");
+        }
+        if settings.user.is_none() {
             return Ok(None);
-        };
-        if user.trim().is_empty() || user.len() > 256 {
-            anyhow::bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
         }
-        let mut config = agent_host_engine::MemoryConfig::new(open()?, user.clone());
-        config.extraction = match self.memory_extraction {
-            MemoryExtraction::Offline => agent_host_engine::Extraction::Offline,
-            MemoryExtraction::Model => agent_host_engine::Extraction::Model,
-        };
-        config.extraction_threshold = self.extraction_threshold.max(1);
-        config.tools = self.memory_tools;
-        Ok(Some(config))
+        Ok(settings.engine_config(open()?))
     }
 }
 

@@ -181,6 +181,7 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
     engine_config.cache_dir = agent_host_runtime::CompileCache::default_root();
     let memory = config.memory.clone();
     engine_config.memory = args.memory.config(
+        &settings.memory,
         || memory.context("the server keeps no memory"),
         engine_config.provider.is_some(),
     )?;
