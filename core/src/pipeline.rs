@@ -22,7 +22,7 @@ use std::borrow::{Borrow, Cow};
 use chrono::{DateTime, Utc};
 
 use crate::budget::{BudgetConfig, LogSplit, Tail, ViewTokens, pack, split_log};
-use crate::compact::{self, NoPlan, SummaryConfig, Trigger, TriggerDistance};
+use crate::compact::{self, NoPlan, SummaryConfig, SummaryPlan, Trigger, TriggerDistance};
 use crate::doom_loop::{self, DoomLoop, DoomLoopConfig};
 use crate::message::{Message, Role};
 use crate::prune::{self, PruneConfig, Pruned};
@@ -425,6 +425,9 @@ impl Run<'_> {
                         counter,
                         forced,
                     )
+                    .or_else(|reason| {
+                        overflow_plan(reason, &messages, total, &config.budget, sc, counter)
+                    })
                     .and_then(|plan| match unusable_id(&messages) {
                         Some(id) => Err(NoPlan::UnusableIds { id }),
                         None if summarizer.reads_whole_spans() => Ok(plan.whole()),
@@ -613,6 +616,52 @@ impl Run<'_> {
 /// Tokens a boundary note takes at most, as `checkpoint` writes it, beyond
 /// the message overhead (its count, dates and left-out ids aside).
 const BOUNDARY_TOKENS: u64 = 48;
+
+/// When no trigger fired but the history is larger than the budget, a plan
+/// anyway: packing would leave the oldest messages out of the view, and
+/// without a summary what they said would be gone from it. (The window
+/// trigger compares the history with a share of the whole window, 80% by
+/// default, while the budget is the window less the response reserve: an
+/// 8,000-token window with a 2,000-token reserve left messages out of
+/// histories of 6,000 to 6,400 tokens with no summary.) The plan's trigger is
+/// the window share the budget is. Only with the window trigger on.
+fn overflow_plan(
+    reason: NoPlan,
+    messages: &[Message],
+    total: u64,
+    budget: &BudgetConfig,
+    config: &SummaryConfig,
+    counter: &dyn TokenCounter,
+) -> Result<SummaryPlan, NoPlan> {
+    let available = u64::from(budget.available());
+    if reason != NoPlan::NotTriggered || config.window_fraction.is_none() || total <= available {
+        return Err(reason);
+    }
+    let limit = budget.context_limit;
+    let trigger = Trigger::WindowFraction {
+        tokens: total,
+        threshold: available,
+        fraction: available as f64 / f64::from(limit.max(1)),
+    };
+    let retag = |reason: NoPlan| match reason {
+        NoPlan::TooFewMessages { count, .. } => NoPlan::TooFewMessages {
+            trigger: trigger.clone(),
+            count,
+        },
+        NoPlan::NothingBeforeKeptTurns { .. } => NoPlan::NothingBeforeKeptTurns {
+            trigger: trigger.clone(),
+        },
+        NoPlan::NothingSummarizable { .. } => NoPlan::NothingSummarizable {
+            trigger: trigger.clone(),
+        },
+        other => other,
+    };
+    let plan = compact::plan(messages, total, limit, config, counter, true).map_err(retag)?;
+    Ok(SummaryPlan {
+        trigger: trigger.clone(),
+        ..plan
+    })
+}
 
 /// The tokens the text of a new summary may take so that the checkpoint pair
 /// (the boundary note and the summary) fits the summary's share of the budget

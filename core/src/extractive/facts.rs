@@ -154,8 +154,10 @@ impl Facts {
 /// - the paths and URLs of tool call arguments and scripts, and the
 ///   commands, count as used ([`Fact::uses`]);
 /// - user and assistant text and tool arguments give identifiers; user and
-///   assistant text gives numbers with units and TODO-like lines
-///   (`- [ ]`, `TODO`, `Next:`, `Remaining`);
+///   assistant text gives TODO-like lines (`- [ ]`, `TODO`, `Next:`,
+///   `Remaining`) and the files of edit blocks
+///   ([`edit_block_paths`](super::edit_block_paths)); every message but the
+///   system prompt gives numbers with units;
 /// - assistant text gives decisions and the current state;
 /// - the open items of the last todo list (a tool call with a `todos`
 ///   argument) and the user messages after the last assistant text are
@@ -188,11 +190,20 @@ pub fn extract_facts(messages: &[Message]) -> Facts {
             for id in identifiers(&text) {
                 facts.add(FactKind::Value(ValueKind::Identifier), id, position);
             }
-            for quantity in quantities(&text) {
-                facts.add(FactKind::Value(ValueKind::Quantity), quantity, position);
-            }
             for task in todo_lines(&text) {
                 facts.add(FactKind::PendingTask, &shorten(task, ITEM_WORDS), position);
+            }
+            // Edit blocks in the text (Aider's formats) and Aider's
+            // `Applied edit to` lines.
+            for path in shell::edit_block_paths(&text) {
+                facts.add(FactKind::FileModified, &path, position);
+            }
+        }
+        // Measured numbers are mostly in what tools answered: timings,
+        // sizes, counts of tests.
+        if message.role != Role::System {
+            for quantity in quantities(&text) {
+                facts.add(FactKind::Value(ValueKind::Quantity), quantity, position);
             }
         }
         if message.role == Role::Assistant && !text.trim().is_empty() {

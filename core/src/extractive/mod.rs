@@ -10,7 +10,9 @@
 //!   or `insert`, with a `file_path`, `path`, `notebook_path`, ... argument,
 //!   or a patch, or else the file their result names), and the files the
 //!   agent's shell commands write ([`written_paths`]: redirections, `tee`,
-//!   `sed -i`, here-documents, `apply_patch`, `mv`, `cp`, ...);
+//!   `sed -i`, here-documents, `apply_patch`, `mv`, `cp`, ...), and the
+//!   files of edit blocks in the assistant's text ([`edit_block_paths`]:
+//!   Aider's `<<<<<<< SEARCH` blocks after a file name line);
 //! - `## Key Decisions`: short sentences of the assistant that announce a
 //!   decision (`I'll`, `I will`, `Let's`, `decided`, `instead`, `because`, ...);
 //! - `## Important Values`: error lines, URLs, other paths, commands,
@@ -33,9 +35,9 @@
 //!
 //! Within the word cap, facts are ranked by frequency (in how many messages
 //! they appear) plus recency (how late they were last seen) plus use (the
-//! agent passed it to a tool or ran it); key values, modified files and used
-//! values come before the other values, and the lowest-ranked facts are
-//! dropped first. A value that already appears verbatim inside a kept one (a
+//! agent passed it to a tool or ran it); modified files and used values come
+//! first, then the other key values and the numbers with units, then the
+//! rest, and the lowest-ranked facts are dropped first. A value that already appears verbatim inside a kept one (a
 //! path inside an error line) costs nothing. Asked to fit a number of tokens
 //! ([`Summarizer::summarize_within`]), the summary is written again with
 //! fewer words until it does: values are dropped whole, never cut.
@@ -79,7 +81,7 @@ mod shell;
 mod values;
 
 pub use facts::{Fact, FactKind, Facts, extract_facts};
-pub use shell::{commands, patch_paths, written_paths};
+pub use shell::{commands, edit_block_paths, patch_paths, written_paths};
 pub use values::{
     KeyValue, MAX_ERROR_LINE_CHARS, MAX_PATH_BYTES, ValueKind, error_lines, identifiers,
     key_values, message_key_values, paths, quantities, urls,
@@ -145,7 +147,7 @@ impl ExtractiveSummarizer {
 impl Summarizer for ExtractiveSummarizer {
     fn summarize(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
         let facts = Self::facts_of(request)?;
-        Ok(self.render(&facts, request.max_words))
+        Ok(self.render(&facts, request.max_words, None))
     }
 
     /// It reads spans of any size in one pass.
@@ -154,9 +156,11 @@ impl Summarizer for ExtractiveSummarizer {
     }
 
     /// Writes the summary within the word cap and `max_tokens`: when the
-    /// text at the cap is over, it is written again with proportionally
-    /// fewer words (values are dropped whole, lowest-ranked first, never
-    /// cut), down to the headings alone.
+    /// text at the cap is over, it is written both ways that fit and the one
+    /// that keeps more of the files and values is taken: the texts chosen
+    /// within the tokens (best-ranked first; one that does not fit is
+    /// skipped), and the text at the largest word cap that fits (down to the
+    /// headings alone). Values are dropped whole, never cut.
     fn summarize_within(
         &self,
         request: &SummaryRequest<'_>,
@@ -164,22 +168,111 @@ impl Summarizer for ExtractiveSummarizer {
         counter: &dyn TokenCounter,
     ) -> Result<String, SummaryError> {
         let facts = Self::facts_of(request)?;
-        let mut words = request.max_words;
-        loop {
-            let text = self.render(&facts, words);
+        let text = self.render(&facts, request.max_words, None);
+        let tokens = counter.count_text(&text);
+        if tokens <= max_tokens || request.max_words <= MIN_WORDS {
+            return Ok(text);
+        }
+        // Over: the texts are chosen within the tokens the headings leave,
+        // less what the estimate (a sum over the texts) missed, if it did.
+        let frame = counter.count_text(&self.render(&Facts::default(), MIN_WORDS, None));
+        let mut left = max_tokens.saturating_sub(frame);
+        let mut within_tokens = None;
+        for _ in 0..TOKEN_TRIES {
+            let text = self.render(&facts, request.max_words, Some((left, counter)));
             let tokens = counter.count_text(&text);
-            if tokens <= max_tokens || words <= MIN_WORDS {
-                return Ok(text);
+            if tokens <= max_tokens {
+                within_tokens = Some(text);
+                break;
             }
-            // Tokens grow about as words do; aim a little under.
-            let scaled = words as u64 * u64::from(max_tokens) * 95 / (u64::from(tokens) * 100);
-            words = usize::try_from(scaled)
-                .unwrap_or(MIN_WORDS)
-                .min(words - 1)
-                .max(MIN_WORDS);
+            left = left.saturating_sub(tokens - max_tokens + left / 20 + 1);
+        }
+        let by_words = self.largest_that_fits(
+            &facts,
+            &text,
+            tokens,
+            request.max_words,
+            max_tokens,
+            counter,
+        );
+        // Whichever keeps more of the evidence: choosing within the tokens
+        // keeps many short values where a few long ones would not fit, but
+        // gives the state, decisions and tasks their shares of the whole
+        // word cap.
+        Ok(match within_tokens {
+            Some(text) if evidence(&facts, &text) > evidence(&facts, &by_words) => text,
+            _ => by_words,
+        })
+    }
+}
+
+impl ExtractiveSummarizer {
+    /// The summary at the largest word cap whose text fits `max_tokens`,
+    /// given the `text` at `max_words`, `tokens` long, that does not.
+    fn largest_that_fits(
+        &self,
+        facts: &Facts,
+        text: &str,
+        tokens: u32,
+        max_words: usize,
+        max_tokens: u32,
+        counter: &dyn TokenCounter,
+    ) -> String {
+        // The cap that failed: no more words than the text it gave, which
+        // may be far below the cap.
+        let mut over = word_count(text).min(max_words);
+        let mut best = (MIN_WORDS, None);
+        // Tokens grow about as words do: a first guess a little under, then
+        // a bisection between the largest cap that fits and the smallest
+        // that does not.
+        let mut words =
+            (over as u64 * u64::from(max_tokens) * 95 / (u64::from(tokens) * 100)) as usize;
+        for _ in 0..SEARCH_STEPS {
+            words = words.clamp(best.0, over.saturating_sub(1).max(best.0));
+            if best.1.is_some() && words <= best.0 {
+                break;
+            }
+            let text = self.render(facts, words, None);
+            if counter.count_text(&text) <= max_tokens {
+                best = (words, Some(text));
+            } else {
+                over = word_count(&text).min(words);
+            }
+            if over <= best.0 + 1 {
+                break;
+            }
+            words = best.0 + (over - best.0) / 2;
+        }
+        match best.1 {
+            Some(text) => text,
+            None => self.render(facts, MIN_WORDS, None),
         }
     }
 }
+
+/// How many of the files and values of `facts` (identifiers aside) a
+/// summary holds verbatim.
+fn evidence(facts: &Facts, summary: &str) -> usize {
+    facts
+        .facts
+        .iter()
+        .filter(|f| match f.kind {
+            FactKind::FileModified => true,
+            FactKind::Value(kind) => kind != ValueKind::Identifier,
+            _ => false,
+        })
+        .filter(|f| summary.contains(f.text.as_str()))
+        .count()
+}
+
+/// The most summaries written to find the largest word cap that fits a
+/// number of tokens ([`Summarizer::summarize_within`]), when choosing within
+/// the tokens did not fit.
+const SEARCH_STEPS: usize = 12;
+
+/// The most summaries written choosing texts within a number of tokens
+/// ([`Summarizer::summarize_within`]), each with fewer tokens than the last.
+const TOKEN_TRIES: usize = 4;
 
 /// The number of words of a text: its whitespace-separated tokens. This is
 /// how the word cap is counted.

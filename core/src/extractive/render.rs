@@ -9,6 +9,7 @@ use super::rank::ranked;
 use super::sections::{HEADINGS, Section, bullet};
 use super::values::ValueKind;
 use super::{ExtractiveSummarizer, MIN_WORDS, word_count};
+use crate::tokens::TokenCounter;
 
 /// How many one-word values share a bullet when values are packed.
 const PACK: usize = 8;
@@ -22,6 +23,33 @@ const VALUE_ORDER: [ValueKind; 6] = [
     ValueKind::Identifier,
     ValueKind::Quantity,
 ];
+
+/// The order in which values are placed, each tier best-ranked first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tier {
+    /// Modified files and what the agent used: its commands, the paths and
+    /// URLs it passed to tools. A listing of a thousand paths it was only
+    /// shown must not push these out.
+    Used,
+    /// The other key values (paths, URLs, error lines) and the numbers with
+    /// units (measured timings, sizes and counts: short, and the evidence
+    /// of what a run found).
+    Key,
+    /// Identifiers and the rest.
+    Other,
+}
+
+impl Tier {
+    fn of(fact: &Fact) -> Tier {
+        match fact.kind {
+            FactKind::FileModified => Tier::Used,
+            FactKind::Value(_) if fact.uses > 0 => Tier::Used,
+            FactKind::Value(ValueKind::Quantity) => Tier::Key,
+            FactKind::Value(kind) if kind.is_key() => Tier::Key,
+            _ => Tier::Other,
+        }
+    }
+}
 
 /// What separates the chosen texts in [`Plan::joined`].
 const SEPARATOR: char = '\0';
@@ -108,8 +136,24 @@ impl Chosen {
     }
 }
 
-/// The texts chosen for a summary, within a budget of words (headings aside).
-struct Plan {
+/// A budget of tokens for the chosen texts, besides the words.
+struct Tokens<'a> {
+    /// The tokens left.
+    left: u64,
+    counter: &'a dyn TokenCounter,
+}
+
+impl Tokens<'_> {
+    /// What a chosen text costs once written: its tokens and those of its
+    /// bullet, backticks and line end.
+    fn cost(&self, text: &str) -> u64 {
+        u64::from(self.counter.count_text(text)) + 2
+    }
+}
+
+/// The texts chosen for a summary, within a budget of words (headings aside)
+/// and, when it is given one, of tokens.
+struct Plan<'a> {
     chosen: Vec<Chosen>,
     /// Every chosen text, each followed by [`SEPARATOR`], in no particular
     /// order: whether a text without the separator appears verbatim in a
@@ -126,10 +170,12 @@ struct Plan {
     used: usize,
     /// Whether a key value or modified file had to be left out.
     key_left_out: bool,
+    /// The tokens left, when the summary must fit a number of tokens.
+    tokens: Option<Tokens<'a>>,
 }
 
-impl Plan {
-    fn new(budget: usize, packed: bool) -> Self {
+impl<'a> Plan<'a> {
+    fn new(budget: usize, packed: bool, tokens: Option<Tokens<'a>>) -> Self {
         Plan {
             chosen: Vec::new(),
             joined: String::new(),
@@ -139,7 +185,28 @@ impl Plan {
             packed,
             used: 0,
             key_left_out: false,
+            tokens,
         }
+    }
+
+    /// Spends the tokens of `text`, or says that they are not left.
+    fn spend(&mut self, text: &str, given_back: u64) -> bool {
+        let Some(tokens) = &mut self.tokens else {
+            return true;
+        };
+        let cost = tokens.cost(text);
+        if cost > tokens.left + given_back {
+            return false;
+        }
+        tokens.left = tokens.left + given_back - cost;
+        true
+    }
+
+    /// The tokens the chosen `texts` cost.
+    fn cost_of<'t>(&self, texts: impl Iterator<Item = &'t str>) -> u64 {
+        self.tokens
+            .as_ref()
+            .map_or(0, |tokens| texts.map(|t| tokens.cost(t)).sum())
     }
 
     /// The words of the chosen texts as they will be written.
@@ -195,7 +262,7 @@ impl Plan {
         }
         let words = word_count(text);
         let line_words = words + usize::from(section != Section::CurrentState);
-        if words == 0 || self.used + line_words > self.budget {
+        if words == 0 || self.used + line_words > self.budget || !self.spend(text, 0) {
             return false;
         }
         self.push(Chosen::new(section, None, text));
@@ -233,7 +300,8 @@ impl Plan {
         }
         self.chosen.push(chosen);
         let used = self.count();
-        if used <= self.budget {
+        let given_back = self.cost_of(dropped.iter().map(|(_, c)| c.text.as_str()));
+        if used <= self.budget && self.spend(value, given_back) {
             self.used = used;
             if let Some(chosen) = self.chosen.pop() {
                 self.push(chosen);
@@ -302,13 +370,33 @@ impl ExtractiveSummarizer {
     /// (which must be at least [`MIN_WORDS`]).
     ///
     /// Values are written one to a bullet; when that leaves out a key value,
-    /// one-word values share bullets instead.
-    pub(super) fn render(&self, facts: &Facts, max_words: usize) -> String {
+    /// one-word values share bullets instead. Given `max_tokens` (the tokens
+    /// the chosen texts may take, headings aside, and the counter), a text
+    /// whose tokens are not left is skipped and lower-ranked ones that fit are
+    /// taken instead, so a few long values cannot crowd out many short ones
+    /// ranked after them.
+    pub(super) fn render(
+        &self,
+        facts: &Facts,
+        max_words: usize,
+        max_tokens: Option<(u32, &dyn TokenCounter)>,
+    ) -> String {
         let ranked = ranked(facts);
         let budget = max_words - MIN_WORDS;
-        let mut plan = self.choose(facts, &ranked, max_words, Plan::new(budget, false));
+        let tokens = || {
+            max_tokens.map(|(left, counter)| Tokens {
+                left: u64::from(left),
+                counter,
+            })
+        };
+        let mut plan = self.choose(
+            facts,
+            &ranked,
+            max_words,
+            Plan::new(budget, false, tokens()),
+        );
         if plan.key_left_out {
-            plan = self.choose(facts, &ranked, max_words, Plan::new(budget, true));
+            plan = self.choose(facts, &ranked, max_words, Plan::new(budget, true, tokens()));
         }
         let summary = plan.write();
         debug_assert!(word_count(&summary) <= max_words, "{summary}");
@@ -316,9 +404,16 @@ impl ExtractiveSummarizer {
     }
 
     /// Fills `plan`: the current state, a share of pending tasks and
-    /// decisions, the key values, modified files and used values, then the
-    /// rest, each group best-ranked first.
-    fn choose(&self, facts: &Facts, ranked: &[&Fact], max_words: usize, mut plan: Plan) -> Plan {
+    /// decisions, the modified files and used values, then the other key
+    /// values and the numbers with units, then the rest, each group
+    /// best-ranked first ([`Tier`]).
+    fn choose<'a>(
+        &self,
+        facts: &Facts,
+        ranked: &[&Fact],
+        max_words: usize,
+        mut plan: Plan<'a>,
+    ) -> Plan<'a> {
         if let Some(state) = &facts.current_state {
             let cap = self.state_words.min(max_words / 10).max(1);
             plan.take(
@@ -342,18 +437,12 @@ impl ExtractiveSummarizer {
             .of_kind(FactKind::FileModified)
             .map(|f| f.text.as_str())
             .collect();
-        for key in [true, false] {
+        for tier in [Tier::Used, Tier::Key, Tier::Other] {
             for fact in ranked {
-                // Key values, modified files and what the agent used (its
-                // commands, the paths it passed to tools) come first.
-                let is_key = match fact.kind {
-                    FactKind::FileModified => true,
-                    FactKind::Value(kind) => kind.is_key() || fact.uses > 0,
-                    _ => false,
-                };
-                if is_key != key {
+                if Tier::of(fact) != tier {
                     continue;
                 }
+                let key = tier != Tier::Other;
                 let taken = match fact.kind {
                     FactKind::Value(ValueKind::Path) if modified.contains(fact.text.as_str()) => {
                         plan.take(Section::FilesModified, &fact.text)

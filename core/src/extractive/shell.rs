@@ -15,8 +15,17 @@ pub(super) const MAX_COMMAND_CHARS: usize = 200;
 /// The arguments of a tool call that hold the command it runs.
 const COMMAND_ARGUMENTS: [&str; 2] = ["command", "cmd"];
 
-/// The info strings of a fenced block that is a command.
-const SHELL_FENCES: [&str; 6] = ["", "bash", "sh", "shell", "console", "zsh"];
+/// The info strings of a fenced block that is a command: none, a shell's
+/// name, or mini-swe-agent's `mswea_bash_command`.
+const SHELL_FENCES: [&str; 7] = [
+    "",
+    "bash",
+    "sh",
+    "shell",
+    "console",
+    "zsh",
+    "mswea_bash_command",
+];
 
 /// Whether a tool writes or edits files (its name holds `edit`, `write`,
 /// `create`, `str_replace`, `patch` or `insert`, and not `todo`).
@@ -32,7 +41,7 @@ pub(super) fn is_edit_tool(name: &str) -> bool {
 /// tool call that does not edit files (a string, or an argument vector such
 /// as `["bash", "-lc", "..."]`), and, for an assistant message with no tool
 /// calls, the fenced block (no info string, or `bash`, `sh`, `shell`,
-/// `console`, `zsh`) that ends its text.
+/// `console`, `zsh`, `mswea_bash_command`) that ends its text.
 pub(super) fn scripts(message: &Message) -> Vec<Cow<'_, str>> {
     let mut out = Vec::new();
     for call in &message.tool_calls {
@@ -69,7 +78,8 @@ pub(super) fn scripts(message: &Message) -> Vec<Cow<'_, str>> {
 /// `command` or `cmd` argument of each tool call that does not edit files (a
 /// string, or an argument vector such as `["bash", "-lc", "..."]`), and, for
 /// an assistant message with no tool calls, the fenced block (no info string,
-/// or `bash`, `sh`, `shell`, `console`, `zsh`) that ends its text.
+/// or `bash`, `sh`, `shell`, `console`, `zsh`, `mswea_bash_command`) that
+/// ends its text.
 ///
 /// ```
 /// use agent_host_core::Message;
@@ -446,6 +456,51 @@ pub fn patch_paths(patch: &str) -> Vec<String> {
             && !out.iter().any(|p| p == path)
         {
             out.push(path.to_owned());
+        }
+    }
+    out
+}
+
+/// The files an assistant's text edits with edit blocks, as Aider and the
+/// agents that copy its formats write them: the line before a
+/// `<<<<<<< SEARCH` (or `<<<<<<< ORIGINAL`) line names the file, with the
+/// block's opening fence between them or before them; and the files of
+/// Aider's `Applied edit to PATH` lines.
+///
+/// ```
+/// use agent_host_core::extractive::edit_block_paths;
+///
+/// let reply = "Here:\n\nsrc/app.py\n```python\n<<<<<<< SEARCH\nx = 1\n=======\nx = 2\n>>>>>>> REPLACE\n```";
+/// assert_eq!(edit_block_paths(reply), ["src/app.py"]);
+/// assert_eq!(edit_block_paths("Applied edit to app.py"), ["app.py"]);
+/// ```
+pub fn edit_block_paths(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut previous: [&str; 2] = ["", ""];
+    for line in text.lines() {
+        let line = line.trim();
+        let opens = matches!(line, "<<<<<<< SEARCH" | "<<<<<<< ORIGINAL");
+        let named = if opens {
+            // The file name, skipping the fence that may stand between.
+            let [before, last] = previous;
+            Some(if last.starts_with("```") {
+                before
+            } else {
+                last
+            })
+        } else {
+            line.strip_prefix("Applied edit to ")
+        };
+        if let Some(name) = named.map(|n| n.trim_matches(['`', '*', ':']))
+            && !name.starts_with("```")
+            && !name.contains(char::is_whitespace)
+            && let Some(path) = literal_path(name)
+            && !out.iter().any(|p| p == path)
+        {
+            out.push(path.to_owned());
+        }
+        if !line.is_empty() {
+            previous = [previous[1], line];
         }
     }
     out

@@ -345,7 +345,8 @@ pub fn identifiers(text: &str) -> Vec<&str> {
 /// The numbers with a unit or currency of a text, verbatim: `$`, `€` or
 /// `£` before a number (`$305`, `$1,204.50`), or a number followed, directly
 /// or after one space, by a unit such as `%`, `ms`, `s`, `minutes`, `MB`,
-/// `GiB`, `tokens`, `dollars`, `USD` (`0.31s`, `12 MB`, `250 dollars`).
+/// `GiB`, `tokens`, `dollars`, `USD` (`0.31s`, `12 MB`, `250 dollars`); a
+/// number right after a time's colon (`01:31 tests`) is not one.
 ///
 /// ```
 /// use agent_host_core::extractive::quantities;
@@ -380,9 +381,13 @@ pub fn quantities(text: &str) -> Vec<&str> {
                 continue;
             }
         }
+        // Not the minutes or seconds of a time (`01:31 tests` is a time
+        // and a name in a listing, not 31 tests).
+        let after_time = i >= 2 && bytes[i - 1] == b':' && bytes[i - 2].is_ascii_digit();
         let starts_word = i == 0
             || !(bytes[i - 1].is_ascii_alphanumeric()
-                || matches!(bytes[i - 1], b'.' | b'_' | b'-'));
+                || matches!(bytes[i - 1], b'.' | b'_' | b'-')
+                || after_time);
         if bytes[i].is_ascii_digit() && starts_word {
             let end = number_end(bytes, i);
             let unit_start = if bytes.get(end) == Some(&b' ') {
