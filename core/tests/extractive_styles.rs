@@ -10,10 +10,10 @@
 //! 8,000-token window and to a window of a third of its own size (at least
 //! 1,000 tokens), so that the small trajectories are summarized too.
 //!
-//! Asserted at 8,000 tokens: at least 95% of the paths and URLs of each
+//! Asserted at both windows: at least 95% of the paths and URLs of each
 //! trajectory, and of the URLs and the paths the agent used itself (in its
-//! tool calls and commands) for every style. The window of a third is
-//! reported. Run with `-- --nocapture` to see the figures
+//! tool calls and commands) for every style (one shortfall, named where it
+//! is skipped, is reported instead). Run with `-- --nocapture` to see the figures
 //! (BENCHMARKS.md quotes them).
 
 mod common;
@@ -331,11 +331,12 @@ fn each_style_keeps_its_paths_and_urls() {
         }
         for (tally, window) in [(&at_8k, "8,000 tokens"), (&at_third, "a third")] {
             eprintln!("{}", tally.report(style, window));
-            // At a third of a small trajectory the summary's share is about
-            // 130 tokens: the thought-action networking run (URLs 50%) and
-            // the mini-swe-agent run (paths used 50%) do not keep them all
-            // there yet (BENCHMARKS.md); reported, not asserted.
-            if window == "a third" {
+            // The one known shortfall, reported and not asserted: at a third
+            // of the mini-swe-agent run (a summary share of about 130 tokens)
+            // one of its two used paths (20 tokens) does not fit beside its
+            // nine commands (paths 80%, paths used 50%; BENCHMARKS.md). Every
+            // other style is held to the target at both windows.
+            if window == "a third" && style == "mini-swe-agent, bash only" {
                 continue;
             }
             let all_paths = !style.ends_with("(corpus)");

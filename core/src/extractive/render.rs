@@ -27,8 +27,8 @@ const VALUE_ORDER: [ValueKind; 6] = [
 /// The order in which values are placed, each tier best-ranked first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tier {
-    /// Modified files and what the agent used: its commands, the paths and
-    /// URLs it passed to tools. A listing of a thousand paths it was only
+    /// Modified files, what the agent used (its commands, the paths and
+    /// URLs it passed to tools) and every URL. A listing of a thousand paths it was only
     /// shown must not push these out.
     Used,
     /// The other key values (paths, URLs, error lines) and the numbers with
@@ -44,6 +44,8 @@ impl Tier {
         match fact.kind {
             FactKind::FileModified => Tier::Used,
             FactKind::Value(_) if fact.uses > 0 => Tier::Used,
+            // Few and the evidence of where an answer came from.
+            FactKind::Value(ValueKind::Url) => Tier::Used,
             FactKind::Value(ValueKind::Quantity) => Tier::Key,
             FactKind::Value(kind) if kind.is_key() => Tier::Key,
             _ => Tier::Other,
