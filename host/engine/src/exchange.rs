@@ -124,16 +124,7 @@ impl Engine {
         }
         let loaded = self.load_or_new(session.clone()).await?;
         let mut client = Vec::with_capacity(new.len() + 1);
-        if let Some(leading) = leading {
-            let text = leading.text();
-            let known = loaded
-                .log
-                .iter()
-                .any(|m| m.role == leading.role && !m.summary && m.text() == text);
-            if !known {
-                client.push(leading);
-            }
-        }
+        client.extend(unless_logged(&loaded.log, leading));
         client.extend(new);
         self.exchange_from(session, loaded, client, 0, channel, chain, trace, observer)
             .await
@@ -272,6 +263,53 @@ impl Engine {
         .await
     }
 
+    /// The view of `session`'s log with `new` after it (and `leading`, the
+    /// client's system instructions, unless the log holds them), prepared
+    /// as [`Engine::exchange_appending`] prepares it, but with nothing
+    /// stored and no summary made: a request that continues a session
+    /// without being kept (an OpenAI Responses request with `store: false`).
+    /// A session that does not exist is [`EngineError::NotFound`].
+    pub async fn prepare_continuing(
+        &self,
+        session: SessionRef,
+        leading: Option<Message>,
+        new: Vec<Message>,
+        chain: Option<ProcessorChain>,
+        observer: Arc<dyn Observer>,
+    ) -> Result<Prepared> {
+        if new.is_empty() {
+            return Err(EngineError::InvalidInput(
+                "the request has no new messages: there is nothing to send".to_owned(),
+            ));
+        }
+        let loaded = self.load_or_new(session.clone()).await?;
+        let Some(meta) = loaded.meta.as_ref() else {
+            return Err(EngineError::NotFound(format!(
+                "there is no session {session}"
+            )));
+        };
+        let now = Utc::now();
+        let agent = agent_of(Some(&session), Some(meta), &self.inner.config);
+        let info = self.run_info(Some(meta), Some(&session), now);
+        let mut log = loaded.log.clone();
+        log.extend(unless_logged(&loaded.log, leading));
+        log.extend(new.into_iter().map(|mut m| {
+            m.id = new_id();
+            m.agent.get_or_insert_with(|| agent.clone());
+            m.timestamp.get_or_insert(now);
+            m
+        }));
+        let mode = Mode {
+            no_summary: true,
+            ..Mode::default()
+        };
+        let chain = chain.unwrap_or_else(|| self.inner.chain.clone());
+        let (_, prepared) = self
+            .prepare_blocking(log, loaded.checkpoint, mode, info, chain, observer)
+            .await?;
+        Ok(prepared)
+    }
+
     /// The view of `messages` with no session behind them (a request the
     /// gateway passes through): the pipeline without summaries, which would
     /// have nowhere to be kept, then the processors. Nothing is stored.
@@ -297,4 +335,15 @@ impl Engine {
             .await?;
         Ok(prepared)
     }
+}
+
+/// `leading` (a client's system instructions) unless `log` holds a system
+/// message of the same text already (outside summaries).
+fn unless_logged(log: &[Message], leading: Option<Message>) -> Option<Message> {
+    let leading = leading?;
+    let text = leading.text();
+    let known = log
+        .iter()
+        .any(|m| m.role == leading.role && !m.summary && m.text() == text);
+    (!known).then_some(leading)
 }

@@ -807,7 +807,17 @@ async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> R
             return wire.error(status, kind, &e);
         }
     };
+    // A Responses request with `store: false` keeps nothing: one that
+    // continues a stored response reads its session, any other is passed
+    // through; its answer's id names no session, so it cannot be continued.
+    let unstored = wire == Wire::Responses && asked.body.get("store") == Some(&Value::Bool(false));
     let outgoing = match identity {
+        Some((key, by)) if unstored && matches!(by, "previous_response_id" | "conversation") => {
+            continue_unstored(&state, wire, &headers, (asked, selected), &upstream, key).await
+        }
+        Some(_) if unstored => {
+            pass_through(&state, wire, &headers, (asked, selected), &upstream).await
+        }
         Some((key, identified_by)) => {
             let asked = (asked, selected);
             prepare(&state, wire, &headers, asked, &upstream, key, identified_by).await
@@ -882,6 +892,76 @@ async fn pass_through(
             Arc::new(agent_host_engine::Quiet),
         )
         .await?;
+    outgoing(
+        state,
+        wire,
+        headers,
+        (asked, selected.name),
+        upstream,
+        prepared,
+        None,
+    )
+}
+
+/// A Responses request with `store: false` that continues a stored
+/// response (`previous_response_id`) or conversation (`key`): the view of
+/// that session with the request's input after it; nothing is stored.
+async fn continue_unstored(
+    state: &Shared,
+    wire: Wire,
+    headers: &HeaderMap,
+    (asked, selected): (Asked, chains::Selected),
+    upstream: &Upstream,
+    key: String,
+) -> Result<Outgoing, ApiError> {
+    let ask = asked.responses.clone().unwrap_or_default();
+    let session = match &ask.previous {
+        Some(previous) => {
+            let id = responses::session_of(previous).ok_or_else(|| {
+                ApiError::invalid(
+                    "previous_response_id",
+                    format!("no session holds the response {previous:?}"),
+                )
+            })?;
+            state.records.load(id).await;
+            let newest = state
+                .latest
+                .get(id)
+                .or_else(|| state.records.newest_response(id));
+            if let Some(newest) = newest
+                && &newest != previous
+            {
+                return Err(ApiError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "`previous_response_id` {previous} is not the newest response of its session ({newest} is); continuing from an older response is not supported"
+                    ),
+                ));
+            }
+            SessionRef::Id(id)
+        }
+        None => SessionRef::Key {
+            agent: state.engine.config().agent.clone(),
+            key,
+        },
+    };
+    let prepared = state
+        .engine
+        .prepare_continuing(
+            session,
+            ask.leading.clone(),
+            asked.messages.clone(),
+            selected.chain.clone(),
+            Arc::new(agent_host_engine::Quiet),
+        )
+        .await
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound => ApiError::invalid(
+                "previous_response_id",
+                format!("the request continues a session that does not exist: {e}"),
+            ),
+            _ => ApiError::from(e),
+        })?;
     outgoing(
         state,
         wire,

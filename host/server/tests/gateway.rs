@@ -1178,6 +1178,108 @@ async fn a_conversation_id_names_the_session() {
     assert_eq!(sent[1].messages().len(), 3, "{}", sent[1].body);
 }
 
+/// A Responses request with `store: false` keeps nothing: continuing a
+/// stored response it reads the session (the upstream gets the history and
+/// the new input) but stores neither; without one it is passed through.
+/// Its answer cannot be continued (a 400 that says why), and the stored
+/// session goes on from its own newest response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_false_keeps_nothing() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    for answer in ["One.", "Two.", "Three.", "Four."] {
+        gateway.upstream.push(Answer::text(answer).into());
+    }
+    let base = gateway.base.clone();
+    let (status, first) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "First?", "instructions": "Be brief."}),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    let first_id = first["id"].as_str().unwrap().to_owned();
+    let (status, second) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "Second?", "previous_response_id": first_id,
+            "instructions": "Be brief.", "store": false}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["output"][0]["content"][0]["text"], "Two.");
+    assert_eq!(second["store"], false, "{second}");
+    let sent = gateway.upstream.requests();
+    let texts: Vec<String> = sent[1]
+        .messages()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts, ["Be brief.", "First?", "One.", "Second?"], "{}", sent[1].body);
+
+    // Its answer names no session: continuing from it is refused.
+    let unstored_id = second["id"].as_str().unwrap().to_owned();
+    let (status, refused) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "Third?", "previous_response_id": unstored_id}),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("store: false"),
+        "{refused}"
+    );
+
+    // The stored session goes on from its own newest response, which the
+    // unstored request did not replace.
+    let (status, third) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "Third?", "previous_response_id": first_id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{third}");
+    let session = agent_host_store::SessionRef::Id(
+        uuid::Uuid::try_parse(&first_id["resp_".len().."resp_".len() + 32]).unwrap(),
+    );
+    for _ in 0..500 {
+        let stored = gateway.store.load(&session).unwrap().messages;
+        if stored.len() == 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let stored: Vec<String> = gateway
+        .store
+        .load(&session)
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect();
+    assert_eq!(stored, ["Be brief.", "First?", "One.", "Third?", "Three."]);
+
+    // Without a response to continue: passed through, nothing stored.
+    let sessions = || {
+        let page = agent_host_store::PageRequest::first(100);
+        gateway.store.list(&page).unwrap().total
+    };
+    let before = sessions();
+    let (status, alone) = post_to(
+        &base,
+        "/v1/responses",
+        json!({"model": "m", "input": "Alone?", "store": false}),
+    )
+    .await;
+    assert_eq!(status, 200, "{alone}");
+    assert_eq!(alone["output"][0]["content"][0]["text"], "Four.");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(sessions(), before, "nothing stored");
+}
+
 /// Several upstreams: a request's model picks one; an unknown model is a
 /// 400 naming what is served; the default upstream takes it when there is
 /// one.

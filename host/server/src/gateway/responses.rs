@@ -17,7 +17,9 @@
 //! `previous_response_id` finds the session again after a restart; the
 //! newest response of each session is remembered ([`Latest`]) so that
 //! continuing from an older one (a fork, which would silently carry the
-//! newer turns along) is refused rather than answered wrongly.
+//! newer turns along) is refused rather than answered wrongly. A request
+//! with `store: false` keeps nothing: its answer's id (`resp_` and 32 hex
+//! digits) names no session and cannot be continued.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -131,7 +133,7 @@ pub(crate) fn read(body: &Map<String, Value>) -> Result<(Vec<Message>, Ask), Str
         Some(Value::String(id)) if session_of(id).is_some() => Some(id.clone()),
         Some(Value::String(id)) => {
             return Err(format!(
-                "`previous_response_id` {:?} is no response of this gateway (its ids are `resp_` and 48 hex digits)",
+                "`previous_response_id` {:?} is no stored response of this gateway (its ids are `resp_` and 48 hex digits); a response made with `store: false` cannot be continued: send the whole conversation as `input`",
                 shortened(id)
             ));
         }
