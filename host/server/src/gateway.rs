@@ -896,7 +896,7 @@ async fn pass_through(
         state,
         wire,
         headers,
-        (asked, selected.name),
+        (asked, selected.name, selected.note),
         upstream,
         prepared,
         None,
@@ -966,7 +966,7 @@ async fn continue_unstored(
         state,
         wire,
         headers,
-        (asked, selected.name),
+        (asked, selected.name, selected.note),
         upstream,
         prepared,
         None,
@@ -1134,6 +1134,11 @@ async fn prepare(
         })?;
     }
     let mut branched_from = None;
+    let (mut selected, mut sticky) = (selected, false);
+    let model = asked
+        .model
+        .clone()
+        .unwrap_or_else(|| upstream.provider.settings().model.clone());
     for _ in 0..=MAX_BRANCHES {
         let new = NewSession::new(agent.clone())
             .with_key(key.clone())
@@ -1154,6 +1159,24 @@ async fn prepare(
         };
         // Its records are read before the next is numbered.
         state.records.load(meta.id).await;
+        if !sticky {
+            // The chain the session ran last, unless the request names one
+            // (a branch keeps the chain of the session it parted from).
+            sticky = true;
+            let last = state.records.newest_chain(meta.id);
+            selected = state
+                .chains
+                .for_session(&state.engine, selected, last, wire, &model)
+                .await
+                .map_err(|(status, e)| {
+                    let kind = if status == StatusCode::BAD_REQUEST {
+                        ErrorKind::InvalidInput
+                    } else {
+                        ErrorKind::Internal
+                    };
+                    ApiError::new(kind, e)
+                })?;
+        }
         let hot = state.hot.get(meta.id);
         let turn = Arc::clone(&hot.turn).lock_owned().await;
         let shared = crate::routes::shared_turn(state, meta.id).await?;
@@ -1246,7 +1269,7 @@ async fn prepare(
             state,
             wire,
             headers,
-            (asked, selected.name),
+            (asked, selected.name, selected.note),
             upstream,
             prepared,
             Some(held),
@@ -1264,12 +1287,13 @@ fn outgoing(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    (asked, chain): (Asked, String),
+    (asked, chain, chain_note): (Asked, String, Option<String>),
     upstream: &Upstream,
     mut prepared: Prepared,
     held: Option<Held>,
 ) -> Result<Outgoing, ApiError> {
     let (view, mut notes) = without_foreign(std::mem::take(&mut prepared.view), &upstream.name);
+    notes.extend(chain_note);
     prepared.view = view;
     let settings = upstream.provider.settings();
     // A Chat Completions or Messages client in front of the other wire.

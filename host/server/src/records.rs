@@ -161,6 +161,14 @@ impl Records {
             .and_then(|s| s.kept.iter().find(|r| r.n == n).cloned())
     }
 
+    /// The processor chain of `session`'s newest request record that names
+    /// one (read by [`Records::load`] after a restart).
+    pub(crate) fn newest_chain(&self, session: Uuid) -> Option<String> {
+        self.lock()
+            .get(&session)
+            .and_then(|s| s.kept.iter().rev().find_map(|r| r.chain.clone()))
+    }
+
     /// The id of the newest Responses answer `session`'s records hold (read
     /// by [`Records::load`] after a restart).
     pub(crate) fn newest_response(&self, session: Uuid) -> Option<String> {

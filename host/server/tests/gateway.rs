@@ -1699,6 +1699,39 @@ async fn processors_run_per_route_per_model_and_per_chain() {
     assert_eq!(notes(2), ["note-review"]);
     assert_eq!(headers["x-agent-host-chain"], "review");
 
+    // Per session: its next request, naming no chain, runs the chain the
+    // session ran last; naming another moves the session to it.
+    let mut history = vec![
+        json!({"role": "user", "content": "hey"}),
+        json!({"role": "assistant", "content": "Three."}),
+        json!({"role": "user", "content": "and?"}),
+    ];
+    for (n, (header, expected)) in [
+        (None, "review"),
+        (Some("default"), "default"),
+        (None, "default"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        gateway.upstream.push(Answer::text("More.").into());
+        let mut with: Vec<(&str, &str)> = vec![("x-session-id", "per-chain")];
+        with.extend(header.map(|h| ("x-agent-host-chain", h)));
+        let body = json!({"model": "gpt-4o", "messages": history.clone()});
+        let (status, reply, headers) = post(&gateway.base, body, &with).await;
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(headers["x-agent-host-chain"], expected, "request {n}");
+        let ran = notes(3 + n);
+        if expected == "review" {
+            assert_eq!(ran, ["note-review"], "request {n}");
+        } else {
+            assert_eq!(ran, ["note-everywhere", "note-chat-only", "note-gpt4o"], "request {n}");
+        }
+        gateway.settle("per-chain").await;
+        history.push(json!({"role": "assistant", "content": "More."}));
+        history.push(json!({"role": "user", "content": "go on"}));
+    }
+
     // A chain the configuration does not name is refused, naming those it
     // does; so is a name that is no chain's.
     for bad in ["strict", "../x.wasm"] {
@@ -1715,7 +1748,7 @@ async fn processors_run_per_route_per_model_and_per_chain() {
             "{message}"
         );
     }
-    assert_eq!(gateway.upstream.requests().len(), 3);
+    assert_eq!(gateway.upstream.requests().len(), 6);
 }
 
 /// With no gateway processors configured, the engine's chain runs as the

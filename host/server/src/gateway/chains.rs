@@ -1,7 +1,8 @@
 //! Which processors a gateway request runs: the configured entries (only
 //! those: a client names a chain, never a component) that are in the chain
-//! it asks for (the `x-agent-host-chain` header, else `default`), run on its
-//! route, and run for its model.
+//! it asks for (the `x-agent-host-chain` header; else the chain its session
+//! ran last, so a session keeps the chain it was given; else `default`),
+//! run on its route, and run for its model.
 //!
 //! Each distinct selection is loaded once into the engine's sandbox
 //! runtime (its compile cache makes that a read of compiled code) and
@@ -66,6 +67,11 @@ pub(crate) struct Selected {
     /// The processors; `None`: the engine's own chain (no gateway
     /// processors are configured).
     pub chain: Option<ProcessorChain>,
+    /// Whether the request named it (else it is the default, until the
+    /// session's own chain is known: [`Chains::for_session`]).
+    pub named: bool,
+    /// Why the session's chain is not the one it ran last, when it is not.
+    pub note: Option<String>,
 }
 
 /// The configured processors and the selections loaded so far.
@@ -142,7 +148,49 @@ impl Chains {
                 }
             }
         };
+        let named = asked.is_some();
         let name = asked.unwrap_or_else(|| DEFAULT_CHAIN.to_owned());
+        let mut selected = self.load(engine, name, wire, model).await?;
+        selected.named = named;
+        Ok(selected)
+    }
+
+    /// The chain a request of a session runs: the one `selected` when the
+    /// request named it, else the one the session ran `last` (its newest
+    /// request record's), when that is still configured; a chain that no
+    /// longer is gives way to the default, with a note saying so.
+    pub(crate) async fn for_session(
+        &self,
+        engine: &Engine,
+        selected: Selected,
+        last: Option<String>,
+        wire: Wire,
+        model: &str,
+    ) -> Result<Selected, (StatusCode, String)> {
+        let Some(last) = last.filter(|last| !selected.named && *last != selected.name) else {
+            return Ok(selected);
+        };
+        if !self.names.contains(&last) {
+            return Ok(Selected {
+                note: Some(format!(
+                    "the session ran the processor chain {last:?} last, which is no longer configured; it runs {:?}",
+                    selected.name
+                )),
+                ..selected
+            });
+        }
+        self.load(engine, last, wire, model).await
+    }
+
+    /// The chain `name` (checked against the configured ones) for `wire`
+    /// and `model`, loaded.
+    async fn load(
+        &self,
+        engine: &Engine,
+        name: String,
+        wire: Wire,
+        model: &str,
+    ) -> Result<Selected, (StatusCode, String)> {
         if self.entries.is_empty() {
             if name != DEFAULT_CHAIN {
                 return Err((
@@ -152,7 +200,12 @@ impl Chains {
                     ),
                 ));
             }
-            return Ok(Selected { name, chain: None });
+            return Ok(Selected {
+                name,
+                chain: None,
+                named: false,
+                note: None,
+            });
         }
         if !self.names.contains(&name) && name != DEFAULT_CHAIN {
             return Err((
@@ -174,12 +227,16 @@ impl Chains {
             return Ok(Selected {
                 name,
                 chain: Some(ProcessorChain::default()),
+                named: false,
+                note: None,
             });
         }
         if let Some(chain) = self.kept().get(&picked) {
             return Ok(Selected {
                 name,
                 chain: Some(chain.clone()),
+                named: false,
+                note: None,
             });
         }
         let list: Vec<(PathBuf, ProcessorOptions)> = picked
@@ -209,6 +266,8 @@ impl Chains {
         Ok(Selected {
             name,
             chain: Some(chain),
+            named: false,
+            note: None,
         })
     }
 
