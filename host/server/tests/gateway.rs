@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use agent_host_engine::{Engine, EngineConfig};
 use agent_host_provider::{ProviderKind, ProviderSettings};
@@ -24,26 +24,38 @@ fn repo() -> PathBuf {
 /// The python of the SDKs' environment, installed once per test run. Off
 /// CI, a machine that cannot install it skips these tests with a note.
 fn sdk_python() -> Option<PathBuf> {
-    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PYTHON
-        .get_or_init(|| {
-            let out = Command::new("bash")
-                .arg(repo().join("tests/gateway/sdks.sh"))
-                .output()
-                .expect("bash runs");
-            if out.status.success() {
-                let text = String::from_utf8(out.stdout).unwrap();
-                return Some(PathBuf::from(text.lines().last().unwrap().trim()));
-            }
-            let why = String::from_utf8_lossy(&out.stderr).into_owned();
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "the SDKs could not be installed under CI: {why}"
-            );
-            eprintln!("skipped: the OpenAI and Anthropic SDKs could not be installed: {why}");
-            None
-        })
-        .clone()
+    client_python("sdks")
+}
+
+/// The python of a set of clients `tests/gateway/sdks.sh` installs (`sdks`,
+/// `pydantic-ai`), installed once per test run; `None` (with a note) off CI
+/// when it cannot be.
+fn client_python(set: &'static str) -> Option<PathBuf> {
+    static PYTHONS: std::sync::Mutex<Vec<(&str, Option<PathBuf>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut pythons = PYTHONS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, python)) = pythons.iter().find(|(s, _)| *s == set) {
+        return python.clone();
+    }
+    let out = Command::new("bash")
+        .arg(repo().join("tests/gateway/sdks.sh"))
+        .arg(set)
+        .output()
+        .expect("bash runs");
+    let python = if out.status.success() {
+        let text = String::from_utf8(out.stdout).unwrap();
+        Some(PathBuf::from(text.lines().last().unwrap().trim()))
+    } else {
+        let why = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the {set} clients could not be installed under CI: {why}"
+        );
+        eprintln!("skipped: the {set} clients could not be installed: {why}");
+        None
+    };
+    pythons.push((set, python.clone()));
+    python
 }
 
 struct Gateway {
@@ -1178,6 +1190,60 @@ async fn a_conversation_id_names_the_session() {
     assert_eq!(sent[1].messages().len(), 3, "{}", sent[1].body);
 }
 
+/// README's framework, through the gateway: a pydantic-ai agent (pinned,
+/// over the OpenAI SDK it needs) with a tool, its second run continuing the
+/// first's messages, streamed. The agent gets the upstream's answers, and
+/// the session holds every message once though pydantic-ai resends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pydantic_ai_agent_through_the_gateway() {
+    let Some(python) = client_python("pydantic-ai") else {
+        return;
+    };
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    script(&gateway.upstream);
+    let out = tokio::process::Command::new(&python)
+        .arg(repo().join("tests/gateway/pydantic_ai_client.py"))
+        .arg(&gateway.base)
+        .output()
+        .await
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["first"], "It holds an empty main.", "{got}");
+    assert_eq!(got["second"], "Nothing else.", "{got}");
+
+    // The tool's result went upstream with the history, the stream flag
+    // with the second run.
+    let sent = gateway.upstream.requests();
+    assert_eq!(sent.len(), 3);
+    assert!(sent[1].contains("fn main() {}"), "{}", sent[1].body);
+    assert!(sent[2].streamed());
+    assert!(sent[2].contains("It holds an empty main."));
+
+    gateway.settle("pydantic-ai").await;
+    let stored = gateway.session("pydantic-ai");
+    let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ],
+        "{stored:#?}"
+    );
+    assert_eq!(stored[2].tool_calls[0].name, "read_file");
+    assert_eq!(stored[6].content, "Nothing else.");
+}
+
 /// A Responses request with `store: false` keeps nothing: continuing a
 /// stored response it reads the session (the upstream gets the history and
 /// the new input) but stores neither; without one it is passed through.
@@ -1214,7 +1280,12 @@ async fn store_false_keeps_nothing() {
         .iter()
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert_eq!(texts, ["Be brief.", "First?", "One.", "Second?"], "{}", sent[1].body);
+    assert_eq!(
+        texts,
+        ["Be brief.", "First?", "One.", "Second?"],
+        "{}",
+        sent[1].body
+    );
 
     // Its answer names no session: continuing from it is refused.
     let unstored_id = second["id"].as_str().unwrap().to_owned();
@@ -1725,7 +1796,11 @@ async fn processors_run_per_route_per_model_and_per_chain() {
         if expected == "review" {
             assert_eq!(ran, ["note-review"], "request {n}");
         } else {
-            assert_eq!(ran, ["note-everywhere", "note-chat-only", "note-gpt4o"], "request {n}");
+            assert_eq!(
+                ran,
+                ["note-everywhere", "note-chat-only", "note-gpt4o"],
+                "request {n}"
+            );
         }
         gateway.settle("per-chain").await;
         history.push(json!({"role": "assistant", "content": "More."}));
