@@ -4,14 +4,21 @@
 
 use std::sync::Arc;
 
-use agent_host_core::Message;
+use agent_host_core::memory::recall::RECALL_METADATA_KEY;
 use agent_host_core::reconcile::{Reconciled, reconcile};
+use agent_host_core::{Message, Role};
 use agent_host_store::{SessionMeta, SessionRef};
 use chrono::Utc;
 
 use crate::{
     Engine, EngineError, Mode, Observer, Prepared, ProcessorChain, Result, agent_of, new_id,
 };
+
+/// The metadata key (`"memory_snapshot": true`) of a session's memory
+/// snapshot: the facts long-term memory held for its first question, a
+/// system message after the client's system prompt, in the prefix of every
+/// view (see [`Engine::exchange`]).
+pub const MEMORY_SNAPSHOT: &str = "memory_snapshot";
 
 /// What [`Engine::exchange`] did.
 #[derive(Debug)]
@@ -34,7 +41,8 @@ pub struct Ready {
     /// are pending, a checkpoint).
     pub meta: SessionMeta,
     /// The client's messages that were new, with the ids they are stored
-    /// under.
+    /// under, and the session's memory snapshot when it was taken now
+    /// (host-only: the one message here the client did not send).
     pub appended: Vec<Message>,
     /// Whether `appended` is still to be stored: [`Engine::store_exchange`]
     /// writes it with the answer, in one write.
@@ -153,12 +161,24 @@ impl Engine {
             m.channel.get_or_insert_with(|| channel.to_owned());
             m.timestamp.get_or_insert(now);
         }
+        // A session's memory snapshot, taken with its first messages and
+        // stored with them (marked host-only, so `appended` may hold it),
+        // frozen in its prefix.
+        if loaded.log.is_empty()
+            && let Some(snapshot) = self.memory_snapshot(&agent, &appended, now).await?
+        {
+            let at = appended
+                .iter()
+                .take_while(|m| m.role == Role::System)
+                .count();
+            appended.insert(at, snapshot);
+        }
         let mut log = loaded.log;
         log.extend(appended.iter().cloned());
         let mut checkpoint = loaded.checkpoint;
         let info = self.run_info(loaded.meta.as_ref(), Some(&session), now);
         let chain = chain.unwrap_or_else(|| self.inner.chain.clone());
-        let (mut log, prepared) = self
+        let (mut log, mut prepared) = self
             .prepare_blocking(
                 log,
                 checkpoint.clone(),
@@ -171,6 +191,25 @@ impl Engine {
                 observer.clone(),
             )
             .await?;
+        // Long-term memory: what it holds for the client's newest question,
+        // less what the snapshot has, in the view's volatile tail.
+        if let Some(question) = log
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User && !m.synthetic)
+            .map(|m| m.text().to_string())
+        {
+            let known = snapshot_facts(&log);
+            self.recall(
+                &session,
+                &agent,
+                &question,
+                known,
+                &mut prepared,
+                &*observer,
+            )
+            .await?;
+        }
         // The new messages wait for the answer, to be stored with it in one
         // write, unless the session does not exist yet or a checkpoint goes
         // into the log after them now.
@@ -263,6 +302,48 @@ impl Engine {
         .await
     }
 
+    /// The memory snapshot of a session `client` (its first messages) opens
+    /// for `agent`: the facts long-term memory recalls for the client's first
+    /// question, as a system message marked host-only (its client never
+    /// sends it back; [`agent_host_core::reconcile`] skips it) and
+    /// [`MEMORY_SNAPSHOT`], stored after the client's system prompt. It
+    /// stays the same for the session's life, in the view's immutable
+    /// prefix, so prompt caches keep hitting; what memory holds for later
+    /// questions goes in each view's volatile tail. `None` without memory,
+    /// a question, or facts for it.
+    async fn memory_snapshot(
+        &self,
+        agent: &str,
+        client: &[Message],
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Option<Message>> {
+        let Some(memory) = self.inner.config.memory.clone() else {
+            return Ok(None);
+        };
+        let Some(question) = client
+            .iter()
+            .find(|m| m.role == Role::User && !m.synthetic)
+            .map(|m| m.text().to_string())
+        else {
+            return Ok(None);
+        };
+        let name = agent.to_owned();
+        let recall = self
+            .blocking(move |inner| memory.recall(&name, &question, &inner.counter))
+            .await?;
+        let Some(mut snapshot) = recall.message(new_id()) else {
+            return Ok(None);
+        };
+        snapshot.role = Role::System;
+        snapshot.agent = Some(agent.to_owned());
+        snapshot.timestamp = Some(now);
+        crate::memory_tools::mark_host_only(&mut snapshot);
+        snapshot
+            .metadata
+            .insert(MEMORY_SNAPSHOT.into(), serde_json::Value::Bool(true));
+        Ok(Some(snapshot))
+    }
+
     /// The view of `session`'s log with `new` after it (and `leading`, the
     /// client's system instructions, unless the log holds them), prepared
     /// as [`Engine::exchange_appending`] prepares it, but with nothing
@@ -346,4 +427,15 @@ fn unless_logged(log: &[Message], leading: Option<Message>) -> Option<Message> {
         .iter()
         .any(|m| m.role == leading.role && !m.summary && m.text() == text);
     (!known).then_some(leading)
+}
+
+/// The ids of the facts the memory snapshot in `log`'s system prompt holds.
+fn snapshot_facts(log: &[Message]) -> Vec<String> {
+    log.iter()
+        .take_while(|m| agent_host_core::budget::is_system_prompt(m))
+        .filter(|m| m.metadata.get(MEMORY_SNAPSHOT) == Some(&serde_json::Value::Bool(true)))
+        .filter_map(|m| m.metadata.get(RECALL_METADATA_KEY)?.as_array().cloned())
+        .flatten()
+        .filter_map(|id| id.as_str().map(str::to_owned))
+        .collect()
 }

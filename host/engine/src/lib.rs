@@ -89,7 +89,7 @@ use chrono::{DateTime, Utc};
 pub use chain::ProcessorChain;
 pub use error::EngineError;
 pub use events::{EngineEvent, Observer, Quiet};
-pub use exchange::{Exchange, Ready};
+pub use exchange::{Exchange, MEMORY_SNAPSHOT, Ready};
 pub use llm_summarizer::{Calls, LlmSummarizer};
 
 /// An engine call's result.
@@ -556,7 +556,14 @@ impl Engine {
         .await?;
 
         let recall = self
-            .recall(&session, &agent, &request.text, &mut prepared, &*observer)
+            .recall(
+                &session,
+                &agent,
+                &request.text,
+                Vec::new(),
+                &mut prepared,
+                &*observer,
+            )
             .await?;
         let mut aggressive_retry = None;
         let mut first_attempt = None;
@@ -983,11 +990,14 @@ impl Engine {
 
     /// Recalls what long-term memory holds for `text` and places it after
     /// the newest message of `prepared`'s view; reported to `observer`.
+    /// Facts whose ids are in `known` (the session's memory snapshot has
+    /// them in its prefix) are left out.
     async fn recall(
         &self,
         session: &SessionRef,
         agent: &str,
         text: &str,
+        known: Vec<String>,
         prepared: &mut Prepared,
         observer: &dyn Observer,
     ) -> Result<Option<agent_host_core::memory::recall::Recall>> {
@@ -996,7 +1006,16 @@ impl Engine {
         };
         let (agent, text) = (agent.to_owned(), text.to_owned());
         let recall = self
-            .blocking(move |inner| memory.recall(&agent, &text, &inner.counter))
+            .blocking(move |inner| {
+                let mut recall = memory.recall(&agent, &text, &inner.counter)?;
+                if !known.is_empty() {
+                    recall.facts.retain(|f| !known.contains(&f.id));
+                    recall.tokens = recall
+                        .message("")
+                        .map_or(0, |m| inner.counter.count_text(&m.content));
+                }
+                Ok(recall)
+            })
             .await?;
         place_recall(&mut prepared.view, &recall);
         observer.event(&EngineEvent::MemoryRecalled {

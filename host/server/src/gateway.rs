@@ -1392,7 +1392,12 @@ fn outgoing(
                 identified_by: held.identified_by.to_owned(),
                 key: held.key.clone(),
                 branched_from: held.branched_from.clone(),
-                client_messages: held.known + held.appended.len(),
+                client_messages: held.known
+                    + held
+                        .appended
+                        .iter()
+                        .filter(|m| !agent_host_core::reconcile::unseen_by_client(m))
+                        .count(),
                 known: held.known,
                 appended: held.appended.iter().map(|m| m.id.clone()).collect(),
                 tokens_before,

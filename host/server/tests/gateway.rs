@@ -2030,8 +2030,21 @@ async fn the_model_uses_memory_through_the_gateway() {
             "{case}"
         );
         assert!(sent.iter().all(|r| r.streamed() == stream), "{case}");
-        assert!(sent[1].contains("Ada's dog is named Rex"), "{case}");
         assert!(sent[2].contains("beagle"), "{case}");
+        // The session's memory snapshot, in the system prompt of every
+        // request; the rounds only add to what was sent before.
+        let system = |r: &agent_host_testkit::model_server::Recorded| match wire {
+            Wire::OpenAi => r.messages()[0].to_string(),
+            Wire::Anthropic => r.body["system"].to_string(),
+        };
+        assert!(
+            system(&sent[0]).contains("Ada's dog is named Rex"),
+            "{case}"
+        );
+        if wire == Wire::OpenAi {
+            let first = sent[0].messages();
+            assert_eq!(&sent[1].messages()[..first.len()], first, "{case}");
+        }
 
         // The written fact, from this session.
         gateway.settle(&key).await;
@@ -2044,16 +2057,17 @@ async fn the_model_uses_memory_through_the_gateway() {
             .unwrap_or_else(|| panic!("{case}: the fact was not written"));
         assert_eq!(
             written.source.message.as_deref(),
-            Some(stored[3].id.as_str()),
+            Some(stored[4].id.as_str()),
             "{case}: the fact's source is the call that wrote it"
         );
 
-        // Stored: the question, two host-only rounds, the answer; every
-        // call paired with its result.
+        // Stored: the memory snapshot, the question, two host-only rounds,
+        // the answer; every call paired with its result.
         let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(
             roles,
             [
+                "system",
                 "user",
                 "assistant",
                 "tool",
@@ -2067,12 +2081,21 @@ async fn the_model_uses_memory_through_the_gateway() {
             .iter()
             .map(|m| m.metadata.get(HOST_ONLY) == Some(&Value::Bool(true)))
             .collect();
-        assert_eq!(host_only, [false, true, true, true, true, false], "{case}");
+        assert_eq!(
+            host_only,
+            [true, false, true, true, true, true, false],
+            "{case}"
+        );
+        assert_eq!(
+            stored[0].metadata.get(agent_host_engine::MEMORY_SNAPSHOT),
+            Some(&Value::Bool(true)),
+            "{case}"
+        );
         assert!(
             agent_host_core::validate::validate(&stored).is_empty(),
             "{case}"
         );
-        assert_eq!(stored[5].content, "Your dog is Rex.", "{case}");
+        assert_eq!(stored[6].content, "Your dog is Rex.", "{case}");
         let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/1", gateway.base))
             .await
             .unwrap()
@@ -2101,8 +2124,11 @@ async fn the_model_uses_memory_through_the_gateway() {
         assert!(headers.get("x-agent-host-memory-calls").is_none(), "{case}");
         let sent = upstream.requests();
         assert!(sent[3].contains("memory_write"), "{case}");
+        // The snapshot is frozen: the fact written since is not in it.
+        assert_eq!(system(&sent[3]), system(&sent[0]), "{case}");
+        assert!(!system(&sent[3]).contains("beagle"), "{case}");
         gateway.settle(&key).await;
-        assert_eq!(gateway.session(&key).len(), 8, "{case}: each message once");
+        assert_eq!(gateway.session(&key).len(), 9, "{case}: each message once");
     }
 }
 
