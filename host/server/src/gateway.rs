@@ -1004,7 +1004,50 @@ pub(crate) struct Outgoing {
     /// When the model is offered the memory tools: the rounds of calls the
     /// gateway runs before the answer the client gets.
     memory: Option<memory::Rounds>,
+    /// The server, until [`persist`] takes over the record (see the `Drop`
+    /// below).
+    unfinished: Option<Shared>,
     _locks: Option<Locks>,
+}
+
+impl Drop for Outgoing {
+    /// Dropped before its exchange ended: the client hung up while the
+    /// upstream, or a round of memory calls, was still answering, and took
+    /// the request's future with it. As for a stream it left: the client's
+    /// new messages are stored, nothing of an answer, and the record says
+    /// why rather than staying in progress; the session's locks go once
+    /// that is written.
+    fn drop(&mut self) {
+        let Some(state) = self.unfinished.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let left = Outgoing {
+            wire: self.wire,
+            session: self.session,
+            n: self.n,
+            body: Vec::new(),
+            stream: self.stream,
+            forwarded: Vec::new(),
+            headers: Vec::new(),
+            pending: std::mem::take(&mut self.pending),
+            upstream: std::mem::take(&mut self.upstream),
+            response: self.response.take(),
+            crossed: None,
+            memory: self.memory.take(),
+            unfinished: None,
+            _locks: self._locks.take(),
+        };
+        let ended = Ended::Failed {
+            status: None,
+            outcome: "client_disconnected",
+            error: "the client hung up before the answer arrived; nothing of it was stored"
+                .to_owned(),
+        };
+        runtime.spawn(persist(&state, left, ended));
+    }
 }
 
 impl Outgoing {
@@ -1456,6 +1499,7 @@ fn outgoing(
         response,
         crossed,
         memory,
+        unfinished: Some(state.clone()),
         headers: out_headers
             .into_iter()
             .filter_map(|(name, value)| {
@@ -1994,6 +2038,7 @@ fn persist(
         // overtake the store (found by the Responses SDK test: its third
         // request saw the first response as the newest, now and then).
         let mut out = out;
+        out.unfinished = None;
         // Passed through without a session: nothing to store or record.
         let Some(session) = out.session else { return };
         let (reply, status, failure) = match ended {

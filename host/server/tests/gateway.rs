@@ -645,6 +645,49 @@ async fn a_client_that_hangs_up_mid_stream_stores_no_half_answer() {
     );
 }
 
+/// A client that hangs up before a whole answer arrives (the upstream
+/// still thinking) drops the upstream request with it: its question is
+/// stored, nothing of an answer, the record says why instead of staying in
+/// progress, and the session is free for its next request. Regression: the
+/// record stayed `in_progress` for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_before_a_whole_answer_leaves_a_record_that_says_so() {
+    let gateway = Gateway::start(Wire::OpenAi).await;
+    gateway
+        .upstream
+        .push(Scripted::Hang(std::time::Duration::from_secs(3)));
+    let gone = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", gateway.base))
+        .header("x-session-id", "hangs-up-early")
+        .timeout(std::time::Duration::from_millis(500))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "think"}]}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the client gave up first");
+    gateway.settle("hangs-up-early").await;
+    let record: Value = reqwest::get(format!(
+        "{}/v1/sessions/hangs-up-early/requests/1",
+        gateway.base
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(record["outcome"], "client_disconnected", "{record}");
+    assert_eq!(gateway.session("hangs-up-early").len(), 1, "the question");
+    gateway.upstream.push(Answer::text("Done.").into());
+    let (status, _, _) = post(
+        &gateway.base,
+        json!({"model": "m", "messages": [{"role": "user", "content": "think"}]}),
+        &[("x-session-id", "hangs-up-early")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    gateway.settle("hangs-up-early").await;
+    assert_eq!(gateway.session("hangs-up-early").len(), 2);
+}
+
 /// Reads a Chat Completions stream: its text and tool calls.
 fn read_stream(text: &str) -> (String, Vec<(String, String, String)>) {
     let mut answer = String::new();
