@@ -8,9 +8,14 @@
 #    a core module that imports nothing;
 # 2. jco (pinned, installed by toolchain.sh) makes a component of it
 #    (`jco new`), shrinks it with wasm-opt and transpiles it into JavaScript,
-#    a core wasm file and TypeScript types (`jco transpile -O -m`);
-# 3. the package (package/: package.json, index.js, index.d.ts, README.md)
-#    and jco's output in its dist/ are packed by `npm pack`.
+#    a core wasm file and TypeScript types (`jco transpile -O -m`); a second
+#    transpile with `--instantiation async` gives the JavaScript of the entry
+#    for edge runtimes (`agent-host-core/instantiate`), which is passed the
+#    compiled core modules instead of loading them: the same big core module,
+#    shipped once (checked byte for byte), and two tiny ones;
+# 3. the package (package/: package.json, index.js, instantiate.js, api.js,
+#    their .d.ts, README.md) and jco's output in its dist/ are packed by
+#    `npm pack`.
 # Everything is staged in a temporary folder: the source tree is not written.
 #
 # Needs: cargo with the wasm32-unknown-unknown target
@@ -58,9 +63,34 @@ if [[ "$imports" != 0 ]]; then
 fi
 mkdir -p "$stage/package"
 cp "$here/package/package.json" "$here/package/index.js" "$here/package/index.d.ts" \
+    "$here/package/instantiate.js" "$here/package/instantiate.d.ts" "$here/package/api.js" \
     "$here/package/README.md" "$stage/package/"
 "$jco" transpile "$stage/core.wasm" --name agent-host-core -o "$stage/package/dist" \
     --optimize --minify --quiet >&2
+
+echo "== the entry for edge runtimes (jco transpile --instantiation async)" >&2
+"$jco" transpile "$stage/core.wasm" --name agent-host-core -o "$stage/async" \
+    --instantiation async --optimize --minify --quiet >&2
+# Its JavaScript and its core modules join the package (instantiate.d.ts types
+# the entry, with the interfaces' types of the default entry: jco's differ only
+# in leaving out `Disposable`, which both JavaScripts implement). The big core
+# module must be the default entry's, shipped once; the two tiny ones (the
+# shim and fixup of the History resource's destructor, which the default
+# entry inlines and compiles from base64) are files here, as an edge runtime
+# must be given them compiled too. instantiate.js names exactly these three.
+modules="$(cd "$stage/async" && ls -- *.wasm | sort | tr '\n' ' ')"
+if [[ "$modules" != "agent-host-core.core.wasm agent-host-core.core2.wasm agent-host-core.core3.wasm " ]]; then
+    echo "error: jco's --instantiation output has the core modules $modules;" >&2
+    echo "       core/js/package/instantiate.js expects agent-host-core.core.wasm, core2 and core3" >&2
+    exit 1
+fi
+if ! cmp -s "$stage/async/agent-host-core.core.wasm" "$stage/package/dist/agent-host-core.core.wasm"; then
+    echo "error: jco's two transpiles made different core modules: the entries cannot share one" >&2
+    exit 1
+fi
+cp "$stage/async/agent-host-core.js" "$stage/package/dist/agent-host-core.instantiate.js"
+cp "$stage/async/agent-host-core.core2.wasm" "$stage/async/agent-host-core.core3.wasm" \
+    "$stage/package/dist/"
 
 echo "== packing" >&2
 tarball="$(cd "$stage/package" && npm pack --silent --pack-destination "$out" 2>/dev/null | tail -n 1)"

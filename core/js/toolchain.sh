@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs the pinned tool that turns the core component into the npm package
-# `agent-host-core`: jco (@bytecodealliance/jco: `jco new` makes a component
-# of the core module, `jco opt` shrinks it, `jco transpile` makes the
-# JavaScript and TypeScript), the exact versions of toolchain/package-lock.json.
+# Installs the pinned tools of the npm package `agent-host-core`, the exact
+# versions of toolchain/package-lock.json: jco (@bytecodealliance/jco: `jco
+# new` makes a component of the core module, `jco opt` shrinks it, `jco
+# transpile` makes the JavaScript and TypeScript), and workerd (Cloudflare's
+# Workers runtime, npm package `workerd`, its binary for this platform an
+# optional dependency), which tests/package.rs runs the package's edge entry
+# in. Both sit in node_modules/.bin.
 #
 # Where: ${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/js-core/.
 # A second run with the same package.json and lock does nothing (their SHA-256
@@ -42,7 +45,7 @@ if [ -x "$jco" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "$jco"
     exit 0
 fi
-echo "installing jco into $dest" >&2
+echo "installing jco and workerd into $dest" >&2
 mkdir -p "$dest"
 rm -f "$stamp"
 cp "$source/package.json" "$source/package-lock.json" "$dest/"

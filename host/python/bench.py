@@ -63,6 +63,7 @@ def timed(f: Callable[[], None], rounds: int) -> List[float]:
 def main() -> None:
     corpus, binary = Path(sys.argv[1]), sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    load_before = os.getloadavg()
     histories = corpus_histories(corpus)
     n = len(histories)
     messages = sum(len(h) for h in histories)
@@ -122,6 +123,12 @@ def main() -> None:
     base = statistics.median(results["langchain-core trim_messages"])
     print(f"{n} histories, {messages} messages; window {WINDOW}, budget {BUDGET} tokens")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    load_after = os.getloadavg()
+    print(
+        "load average (1, 5, 15 min): "
+        f"{', '.join(f'{x:.2f}' for x in load_before)} before, "
+        f"{', '.join(f'{x:.2f}' for x in load_after)} after"
+    )
     print()
     print("| way | rounds | median total | per history | vs trim_messages |")
     print("|---|---|---|---|---|")

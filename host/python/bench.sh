@@ -17,4 +17,10 @@ trap 'rm -rf "$venv"' EXIT
 python3 -m venv "$venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
     --find-links "$wheelhouse" "$wheel" langchain-core >&2
+# What was measured: the commit the wheel and the CLI were built from.
+commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+    commit="$commit (with uncommitted changes)"
+fi
+echo "commit: $commit"
 "$venv/bin/python" "$here/bench.py" "$corpus" "$target/release/agent-host" "${1:-5}"

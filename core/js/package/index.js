@@ -1,42 +1,18 @@
 // agent-host-core: the ESM entry. The component's one interface,
 // `agent-host:core/core@0.1.0`, by name. `dist/` is what `jco transpile`
-// made of the component (core/js/build.sh); this file names its exports and
-// turns a WIT `failure` (jco throws it wrapped, its message `[object Object]`)
-// into a `CoreError` that says what went wrong.
+// made of the component (core/js/build.sh); it loads the core module beside
+// itself (`fetch` in a browser, `node:fs` in Node.js). `api.js` names the
+// exports and turns failures into `CoreError`. Runtimes that compile no
+// WebAssembly from bytes use `instantiate.js` instead.
 import { core } from "./dist/agent-host-core.js";
+import { api } from "./api.js";
 
-/** A failure of the core: `kind` (`invalid-input`, `limit-exceeded`, ...) and `message`. */
-export class CoreError extends Error {
-  constructor(failure, options) {
-    super(failure.message, options);
-    this.name = "CoreError";
-    this.kind = failure.kind;
-  }
-}
+export { CoreError } from "./api.js";
 
-function failing(call) {
-  return function (...args) {
-    try {
-      return call.apply(this, args);
-    } catch (e) {
-      const failure = e?.payload;
-      if (failure && typeof failure.kind === "string" && typeof failure.message === "string") {
-        throw new CoreError(failure, { cause: e });
-      }
-      throw e;
-    }
-  };
-}
-
-const proto = core.History.prototype;
-for (const name of ["dump", "query", "compact"]) {
-  proto[name] = failing(proto[name]);
-}
-core.History.load = failing(core.History.load);
-
+const exported = api(core);
 /** A history held inside the component; see index.d.ts. */
-export const History = core.History;
+export const History = exported.History;
 /** Every supported format, and whether each can be written. */
-export const formats = core.formats;
+export const formats = exported.formats;
 /** The format a text is in, by the detection `History.load` uses. */
-export const detect = failing(core.detect);
+export const detect = exported.detect;

@@ -2,12 +2,18 @@
 // (`[{name, text}]`, histories of the corpus and a few broken ones) is run
 // through the package as a user installed it, and what it gives must equal
 // what the native Rust core gave for the same case ($AGENT_HOST_CORE_EXPECTED,
-// written by core/js/tests/package.rs). Run there by `node --test`.
+// written by core/js/tests/package.rs). Run there by `node --test`, once
+// through the default entry and once (AGENT_HOST_CORE_ENTRY=instantiate)
+// through the entry for edge runtimes, `agent-host-core/instantiate`, given the
+// compiled core module while compiling bytes is refused (edge.mjs).
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 
-import { History, formats, CoreError } from "agent-host-core";
+const { History, formats, CoreError } =
+  process.env.AGENT_HOST_CORE_ENTRY === "instantiate"
+    ? await (await import("./edge.mjs")).instantiatedAtTheEdge()
+    : await import("agent-host-core");
 
 const cases = JSON.parse(readFileSync(process.env.AGENT_HOST_CORE_CASES, "utf8"));
 const expected = JSON.parse(readFileSync(process.env.AGENT_HOST_CORE_EXPECTED, "utf8"));

@@ -8,17 +8,28 @@
 //!   `agent-host-core`, not through this crate): loading with detection and
 //!   as a named format,
 //!   validation, repair, every writable format, Markdown, four queries, and the
-//!   compaction pipeline at five budgets (report, checkpoint, view, append);
-//! - type-checked: `test/types.mts`, a TypeScript user's program, compiles
-//!   against the package's `index.d.ts` with the toolchain's pinned `tsc`
-//!   (`--strict`), and a wrong type does not;
+//!   compaction pipeline at five budgets (report, checkpoint, view, append).
+//!   Twice: through the default entry, and through the entry for edge
+//!   runtimes (`agent-host-core/instantiate`) given the compiled core module
+//!   in a Node.js that refuses to compile WebAssembly from bytes, as
+//!   Cloudflare Workers and Vercel Edge do (`test/edge.mjs`);
+//! - the edge entry on its own (`test/instantiate.test.mjs`: what it takes and
+//!   refuses), and in Cloudflare's runtime itself: `workerd test` (workerd
+//!   pinned by `toolchain.sh`) runs a Worker (`test/workerd/worker.js`) that
+//!   imports the package's files and its core modules as Wasm modules, and
+//!   the pipeline's result there must equal the native core's;
+//! - type-checked: `test/types.mts` and `test/instantiate-types.mts`, a
+//!   TypeScript user's programs, compile against the package's `index.d.ts`
+//!   and `instantiate.d.ts` with the toolchain's pinned `tsc` (`--strict`),
+//!   and a wrong type does not;
 //! - imported as an ES module by a page served on localhost to headless
 //!   Chromium, which runs the pipeline on a corpus history; the page's
 //!   result must equal the native core's.
 //!
 //! Skipped with a `SKIPPED:` line when Node.js (or, for the browser,
-//! Chromium) is missing or `AGENT_HOST_SKIP_LANGS` names `jscore`; under CI
-//! (`CI` set) those are failures instead.
+//! Chromium; for workerd, a workerd binary for this platform) is missing or
+//! `AGENT_HOST_SKIP_LANGS` names `jscore`; under CI (`CI` set) those are
+//! failures instead.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -118,6 +129,8 @@ fn installed() -> &'static Path {
             "npm install of the packed tarball",
         );
         assert!(user.join("node_modules/agent-host-core/index.js").is_file());
+        // Shared by the tests that run in parallel: copied once, here.
+        copy_test_file(&user, "edge.mjs");
         user
     })
 }
@@ -466,33 +479,186 @@ fn the_npm_package_gives_the_native_cores_results_on_the_corpus() {
         "plan.json",
         &json!({"now": NOW, "pipelines": pipelines(), "queries": queries()}),
     );
-    // The test file sits beside the user's node_modules, so that it imports
+    // The test files sit beside the user's node_modules, so that they import
     // the package by name, as a user's program would.
-    let script = user.join("differential.test.mjs");
+    let script = copy_test_file(user, "differential.test.mjs");
+    for entry in ["default", "instantiate"] {
+        let ran = Command::new("node")
+            .args(["--test", "--test-reporter=tap"])
+            .arg(&script)
+            .env("AGENT_HOST_CORE_CASES", &cases_file)
+            .env("AGENT_HOST_CORE_EXPECTED", &expected_file)
+            .env("AGENT_HOST_CORE_PLAN", &plan)
+            .env("AGENT_HOST_CORE_ENTRY", entry)
+            .current_dir(user)
+            .output()
+            .expect("node runs");
+        let out = text(&ran.stdout);
+        assert!(
+            ran.status.success(),
+            "the package's results through the {entry} entry differ from the native core's:\n{out}\n{}",
+            text(&ran.stderr)
+        );
+        let passed = format!("# pass {}", cases.len() + 1);
+        assert!(
+            out.contains(&passed) && out.contains("# fail 0"),
+            "node --test did not run every case through the {entry} entry ({passed} expected):\n{out}"
+        );
+    }
+}
+
+/// Copies `test/<name>` into the user's folder; its path there.
+fn copy_test_file(user: &Path, name: &str) -> PathBuf {
+    let to = user.join(name);
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("test/differential.test.mjs"),
-        &script,
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("test")
+            .join(name),
+        &to,
     )
-    .unwrap();
-    let ran = Command::new("node")
-        .args(["--test", "--test-reporter=tap"])
-        .arg(&script)
-        .env("AGENT_HOST_CORE_CASES", &cases_file)
-        .env("AGENT_HOST_CORE_EXPECTED", &expected_file)
-        .env("AGENT_HOST_CORE_PLAN", &plan)
-        .current_dir(user)
-        .output()
-        .expect("node runs");
+    .unwrap_or_else(|e| panic!("copying test/{name}: {e}"));
+    to
+}
+
+#[test]
+fn the_edge_entry_takes_a_compiled_module_and_refuses_bytes() {
+    let test = "the_edge_entry_takes_a_compiled_module_and_refuses_bytes";
+    if skipped(test) {
+        return;
+    }
+    let user = installed();
+    let script = copy_test_file(user, "instantiate.test.mjs");
+    let ran = run(
+        Command::new("node")
+            .args(["--test", "--test-reporter=tap"])
+            .arg(&script)
+            .current_dir(user),
+        "node --test instantiate.test.mjs",
+    );
     let out = text(&ran.stdout);
     assert!(
-        ran.status.success(),
-        "the package's results differ from the native core's:\n{out}\n{}",
-        text(&ran.stderr)
+        out.contains("# pass 5") && out.contains("# fail 0"),
+        "node --test did not run the edge entry's five tests:\n{out}"
     );
-    let passed = format!("# pass {}", cases.len() + 1);
+}
+
+/// The toolchain's pinned binary `name` (jco, tsc, workerd), beside jco.
+fn toolchain_binary(name: &str) -> PathBuf {
+    let toolchain = run(
+        Command::new("bash").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("toolchain.sh")),
+        "core/js/toolchain.sh",
+    );
+    PathBuf::from(text(&toolchain.stdout).lines().last().unwrap_or_default()).with_file_name(name)
+}
+
+/// The workerd config of the Worker `test/workerd/worker.js`: the package's
+/// files the edge entry needs as modules named as the package exports them
+/// (what a bundler would put in a Worker), the core modules as Wasm modules,
+/// and, as plain data, the history and the core module's bytes.
+const WORKERD_CONFIG: &str = r#"using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [ (name = "main", worker = .worker) ],
+);
+
+const worker :Workerd.Worker = (
+  modules = [
+    (name = "worker.js", esModule = embed "worker.js"),
+    (name = "agent-host-core/instantiate", esModule = embed "node_modules/agent-host-core/instantiate.js"),
+    (name = "agent-host-core/api.js", esModule = embed "node_modules/agent-host-core/api.js"),
+    (name = "agent-host-core/dist/agent-host-core.instantiate.js",
+     esModule = embed "node_modules/agent-host-core/dist/agent-host-core.instantiate.js"),
+    (name = "agent-host-core/core.wasm", wasm = embed "node_modules/agent-host-core/dist/agent-host-core.core.wasm"),
+    (name = "agent-host-core/core2.wasm", wasm = embed "node_modules/agent-host-core/dist/agent-host-core.core2.wasm"),
+    (name = "agent-host-core/core3.wasm", wasm = embed "node_modules/agent-host-core/dist/agent-host-core.core3.wasm"),
+    (name = "core-bytes", data = embed "node_modules/agent-host-core/dist/agent-host-core.core.wasm"),
+    (name = "history.txt", text = embed "history.txt"),
+  ],
+  compatibilityDate = "2025-09-01",
+);
+"#;
+
+#[test]
+fn the_edge_entry_runs_the_pipeline_in_workerd() {
+    let test = "the_edge_entry_runs_the_pipeline_in_workerd";
+    if skipped(test) {
+        return;
+    }
+    let Some(corpus) = agent_host_testkit::corpus_dir() else {
+        return;
+    };
+    let workerd = toolchain_binary("workerd");
+    // The npm package `workerd` brings its binary as an optional dependency
+    // for a few platforms only.
+    if !Command::new(&workerd)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            !ci(),
+            "{} does not run: core/js/toolchain.sh must install workerd under CI",
+            workerd.display()
+        );
+        eprintln!(
+            "SKIPPED: {test} ({} does not run here: the npm package workerd has no binary for this platform, or toolchain.sh could not install it)",
+            workerd.display()
+        );
+        return;
+    }
+    let user = installed();
+    let history = std::fs::read_to_string(
+        corpus.join("claude-code-sessions-ccv/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(user.join("history.txt"), &history).unwrap();
+    std::fs::write(user.join("workerd.capnp"), WORKERD_CONFIG).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("test/workerd/worker.js"),
+        user.join("worker.js"),
+    )
+    .unwrap();
+    let ran = run(
+        Command::new(&workerd)
+            .args(["test", "workerd.capnp"])
+            .current_dir(user),
+        "workerd test",
+    );
+    let out = format!("{}{}", text(&ran.stdout), text(&ran.stderr));
+    let shown = out
+        .lines()
+        .find_map(|l| l.split_once("AGENT_HOST_RESULT ").map(|(_, json)| json))
+        .unwrap_or_else(|| panic!("the Worker logged no result:\n{out}"));
+    let mut got: Value = serde_json::from_str(shown).expect("the Worker logs JSON");
+    // Workers compile no WebAssembly from bytes: the reason for the entry.
+    let refused = got["refused"].take();
     assert!(
-        out.contains(&passed) && out.contains("# fail 0"),
-        "node --test did not run every case ({passed} expected):\n{out}"
+        refused
+            .as_str()
+            .is_some_and(|r| r.starts_with("CompileError")),
+        "workerd compiled WebAssembly from bytes ({refused}): the test no longer shows an edge runtime's refusal"
+    );
+    assert_eq!(got["failure"].take(), json!("invalid-input"));
+    let (format, transcript) = format::parse_detected(&history).unwrap();
+    let now = DateTime::parse_from_rfc3339(NOW)
+        .unwrap()
+        .with_timezone(&Utc);
+    let native = compaction(
+        &transcript.messages,
+        &json!({"contextLimit": 2000, "compact": true}),
+        now,
+    );
+    let expected = json!({
+        "format": format.name(),
+        "report": native["ok"]["report"],
+        "view": native["ok"]["view"],
+        "failure": null,
+        "refused": null,
+    });
+    assert_eq!(
+        numbers_as_f64(got),
+        numbers_as_f64(expected),
+        "workerd's result differs from the native core's"
     );
 }
 
@@ -504,14 +670,9 @@ fn the_packages_types_check_with_typescript() {
     }
     let user = installed();
     // The toolchain's pinned TypeScript (a dependency of jco), beside jco.
-    let toolchain = run(
-        Command::new("bash").arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("toolchain.sh")),
-        "core/js/toolchain.sh",
-    );
-    let jco = PathBuf::from(text(&toolchain.stdout).lines().last().unwrap_or_default());
-    let tsc = jco.with_file_name("tsc");
-    let check = |source: &str| {
-        std::fs::write(user.join("types.mts"), source).unwrap();
+    let tsc = toolchain_binary("tsc");
+    let check = |file: &str, libs: &str, source: &str| {
+        std::fs::write(user.join(file), source).unwrap();
         Command::new(&tsc)
             .args([
                 "--noEmit",
@@ -523,32 +684,49 @@ fn the_packages_types_check_with_typescript() {
                 "--target",
                 "es2022",
                 "--lib",
-                "es2022,esnext.disposable",
-                "types.mts",
+                libs,
+                file,
             ])
             .current_dir(user)
             .output()
             .expect("tsc runs")
     };
-    let source =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("test/types.mts"))
-            .unwrap();
-    let checked = check(&source);
-    assert!(
-        checked.status.success(),
-        "test/types.mts does not compile against index.d.ts:\n{}{}",
-        text(&checked.stdout),
-        text(&checked.stderr)
-    );
-    // The types are real: a wrong one is refused.
-    let wrong = check(&format!(
-        "{source}\nexport const wrong: string = History.load(\"[]\").tokens();\n"
-    ));
-    assert!(
-        !wrong.status.success() && text(&wrong.stdout).contains("bigint"),
-        "a bigint taken for a string compiled: the package's types are missing or `any`:\n{}",
-        text(&wrong.stdout)
-    );
+    // The default entry needs no DOM types; the edge entry names
+    // `WebAssembly.Module`, which a Worker's or a browser's project has.
+    for (file, libs) in [
+        ("types.mts", "es2022,esnext.disposable"),
+        ("instantiate-types.mts", "es2022,esnext.disposable,dom"),
+    ] {
+        let source = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("test")
+                .join(file),
+        )
+        .unwrap();
+        let checked = check(file, libs, &source);
+        assert!(
+            checked.status.success(),
+            "test/{file} does not compile against the package's types:\n{}{}",
+            text(&checked.stdout),
+            text(&checked.stderr)
+        );
+        // The types are real: a wrong one is refused.
+        let history = if file == "types.mts" {
+            "History"
+        } else {
+            "(await instantiate(modules)).History"
+        };
+        let wrong = check(
+            file,
+            libs,
+            &format!("{source}\nexport const wrong: string = {history}.load(\"[]\").tokens();\n"),
+        );
+        assert!(
+            !wrong.status.success() && text(&wrong.stdout).contains("bigint"),
+            "test/{file}: a bigint taken for a string compiled: the package's types are missing or `any`:\n{}",
+            text(&wrong.stdout)
+        );
+    }
 }
 
 // --- The browser. ---
