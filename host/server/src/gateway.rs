@@ -903,6 +903,25 @@ async fn pass_through(
     )
 }
 
+/// A conflict unless `previous` is the newest response of `session` (its
+/// records read): continuing from an older one would silently carry the
+/// newer turns along.
+fn newest_or_conflict(state: &Shared, session: Uuid, previous: &str) -> Result<(), ApiError> {
+    let newest = state
+        .latest
+        .get(session)
+        .or_else(|| state.records.newest_response(session));
+    match newest {
+        Some(newest) if newest != previous => Err(ApiError::new(
+            ErrorKind::Conflict,
+            format!(
+                "`previous_response_id` {previous} is not the newest response of its session ({newest} is); continuing from an older response is not supported: continue from the newest, or send the whole history without previous_response_id"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A Responses request with `store: false` that continues a stored
 /// response (`previous_response_id`) or conversation (`key`): the view of
 /// that session with the request's input after it; nothing is stored.
@@ -924,20 +943,7 @@ async fn continue_unstored(
                 )
             })?;
             state.records.load(id).await;
-            let newest = state
-                .latest
-                .get(id)
-                .or_else(|| state.records.newest_response(id));
-            if let Some(newest) = newest
-                && &newest != previous
-            {
-                return Err(ApiError::new(
-                    ErrorKind::Conflict,
-                    format!(
-                        "`previous_response_id` {previous} is not the newest response of its session ({newest} is); continuing from an older response is not supported"
-                    ),
-                ));
-            }
+            newest_or_conflict(state, id, previous)?;
             SessionRef::Id(id)
         }
         None => SessionRef::Key {
@@ -1226,19 +1232,8 @@ async fn prepare(
         if let Some(change) = state.index.touch(meta.id, Utc::now()) {
             observe::state_changed(state, &change);
         }
-        if let Some(previous) = &previous
-            && let Some(newest) = state
-                .latest
-                .get(meta.id)
-                .or_else(|| state.records.newest_response(meta.id))
-            && &newest != previous
-        {
-            return Err(ApiError::new(
-                ErrorKind::Conflict,
-                format!(
-                    "`previous_response_id` {previous} is not the newest response of its session ({newest} is); continuing from an older response is not supported: continue from the newest, or send the whole history without previous_response_id"
-                ),
-            ));
+        if let Some(previous) = &previous {
+            newest_or_conflict(state, meta.id, previous)?;
         }
         let observer = observe::observer(state, &view, Some(CHANNEL.to_owned()), None);
         let exchange = match asked.responses.as_ref() {

@@ -201,6 +201,19 @@ impl Drop for Gateway {
     }
 }
 
+/// The roles of [`script`]'s conversation as stored: the system prompt, the
+/// question, the call and its result, the answer, the next question and
+/// its answer.
+const CONVERSATION_ROLES: [&str; 7] = [
+    "system",
+    "user",
+    "assistant",
+    "tool",
+    "assistant",
+    "user",
+    "assistant",
+];
+
 /// The upstream's three answers: a tool call, then two texts.
 fn script(upstream: &LlmServer) {
     upstream.push(Answer::tool_calls(&[("call_1", "read_file", r#"{"path":"a.rs"}"#)]).into());
@@ -312,19 +325,7 @@ async fn conversation(wire: Wire, scenario: &str) {
     gateway.settle(&key).await;
     let stored = gateway.session(&key);
     let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
-    assert_eq!(
-        roles,
-        [
-            "system",
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "user",
-            "assistant"
-        ],
-        "{stored:#?}"
-    );
+    assert_eq!(roles, CONVERSATION_ROLES, "{stored:#?}");
     assert_eq!(stored[2].tool_calls[0].id, "call_1");
     assert_eq!(stored[4].content, "It holds an empty main.");
     assert_eq!(stored[4].usage.map(|u| u.input_tokens), Some(30));
@@ -1270,19 +1271,7 @@ async fn a_pydantic_ai_agent_through_the_gateway() {
     gateway.settle("pydantic-ai").await;
     let stored = gateway.session("pydantic-ai");
     let roles: Vec<&str> = stored.iter().map(|m| m.role.as_str()).collect();
-    assert_eq!(
-        roles,
-        [
-            "system",
-            "user",
-            "assistant",
-            "tool",
-            "assistant",
-            "user",
-            "assistant"
-        ],
-        "{stored:#?}"
-    );
+    assert_eq!(roles, CONVERSATION_ROLES, "{stored:#?}");
     assert_eq!(stored[2].tool_calls[0].name, "read_file");
     assert_eq!(stored[6].content, "Nothing else.");
 }
