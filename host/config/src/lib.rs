@@ -319,7 +319,7 @@ pub struct MemorySettings {
 }
 
 /// The most facts a turn may recall: a page of the memory store.
-pub const MAX_RETRIEVAL_LIMIT: usize = 1_000;
+pub const MAX_RETRIEVAL_LIMIT: usize = agent_host_store::memory::MAX_PAGE;
 
 impl Default for MemorySettings {
     fn default() -> Self {

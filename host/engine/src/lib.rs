@@ -1268,24 +1268,19 @@ impl Engine {
             if !only_memory(&reply) {
                 break;
             }
-            let (memory, agent_name) = (memory.clone(), agent.to_owned());
             let session_id = match session {
                 SessionRef::Id(id) => Some(id.to_string()),
                 SessionRef::Key { .. } => None,
             };
-            let (asked, results) = tokio::task::spawn_blocking(move || {
-                let results = memory_tools::answer_round(
-                    &memory,
-                    &agent_name,
-                    session_id.as_deref(),
-                    &mut reply,
-                    "not run: only memory tools are run here",
-                );
-                (reply, results)
-            })
-            .await
-            .map_err(|e| ProviderError::Malformed(format!("a memory tool failed: {e}")))?;
-            reply = asked;
+            let results;
+            (reply, results) = memory_tools::answer_round(
+                memory.clone(),
+                agent.to_owned(),
+                session_id,
+                reply,
+                "not run: only memory tools are run here",
+            )
+            .await?;
             for (call, result) in reply.tool_calls.iter().zip(&results) {
                 observer.event(&EngineEvent::MemoryTool {
                     session: session.clone(),

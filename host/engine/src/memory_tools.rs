@@ -11,6 +11,7 @@
 use agent_host_core::Message;
 use agent_host_core::memory::{Fact, Filter, Scope};
 use agent_host_core::reconcile::HOST_ONLY;
+use agent_host_provider::ProviderError;
 use agent_host_store::memory::MemoryStore;
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -53,15 +54,32 @@ pub fn mark_host_only(m: &mut Message) {
     m.metadata.insert(HOST_ONLY.into(), Value::Bool(true));
 }
 
-/// Runs a round of calls, blocking: `asked` (an assistant message of
-/// `agent` in `session`, when it is stored, that calls memory tools) gets a
-/// fresh id, the agent and the time, and is marked host-only; then each of
-/// its calls is answered: one to a memory tool is run against `memory`; any
-/// other (one of the client's tools, in a reply that called both) is
-/// answered with `{"error": not_run}`, for the model to call it again once
-/// it has read the memory results. The results come in the calls' order,
-/// each with a fresh id, the agent and the time, marked host-only too.
-pub fn answer_round(
+/// Runs a round of calls on tokio's blocking pool (the memory store's
+/// reads and writes block): `asked` (an assistant message of `agent` in
+/// `session`, when it is stored, that calls memory tools) gets a fresh id,
+/// the agent and the time, and is marked host-only; then each of its calls
+/// is answered: one to a memory tool is run against `memory`; any other
+/// (one of the client's tools, in a reply that called both) is answered
+/// with `{"error": not_run}`, for the model to call it again once it has
+/// read the memory results. Returns `asked` and the results, in the calls'
+/// order, each with a fresh id, the agent and the time, marked host-only
+/// too.
+pub async fn answer_round(
+    memory: MemoryConfig,
+    agent: String,
+    session: Option<String>,
+    mut asked: Message,
+    not_run: &'static str,
+) -> Result<(Message, Vec<Message>), ProviderError> {
+    tokio::task::spawn_blocking(move || {
+        let results = answer_blocking(&memory, &agent, session.as_deref(), &mut asked, not_run);
+        (asked, results)
+    })
+    .await
+    .map_err(|e| ProviderError::Malformed(format!("a memory tool failed: {e}")))
+}
+
+fn answer_blocking(
     memory: &MemoryConfig,
     agent: &str,
     session: Option<&str>,

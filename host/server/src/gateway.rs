@@ -1356,10 +1356,10 @@ fn outgoing(
     // The model is offered the memory tools when the server's memory says
     // so, for a request stored in a session, whose client has no tool of
     // the same name; the gateway then runs its calls (`gateway/memory.rs`).
-    let memory = match (&held, state.engine.config().memory.as_ref()) {
+    let mut memory = match (&held, state.engine.config().memory.as_ref()) {
         (Some(held), Some(config)) if config.tools => {
             let site = (held.meta.id, held.meta.agent.as_str());
-            match memory::Rounds::offer(config, &spec, &asked.body, &prepared.view, site) {
+            match memory::Rounds::offer(config, &spec, &asked.body, site) {
                 Ok(rounds) => Some(rounds),
                 Err(note) => {
                     notes.push(note);
@@ -1474,6 +1474,9 @@ fn outgoing(
             (Some(held.meta.id), n, pending, Some(held.locks))
         }
     };
+    if let Some(rounds) = memory.as_mut() {
+        rounds.sent(view);
+    }
     let forwarded = FORWARDED_HEADERS
         .iter()
         .filter(|_| crossed.is_none())
@@ -1838,7 +1841,7 @@ fn send_read(
                 .into_iter()
                 .map(|(bytes, _)| Ok(bytes))
                 .chain(cut.map(|e| Err(std::io::Error::other(e))));
-            Body::from_stream(futures_util::stream::iter(pieces.collect::<Vec<_>>()))
+            Body::from_stream(futures_util::stream::iter(pieces))
         }
     };
     tokio::spawn(persist(&state, out, ended));

@@ -184,6 +184,17 @@ impl Gateway {
         panic!("the requests of {key} did not end");
     }
 
+    /// Request record `n` of the session `key` (a key or an id), as the
+    /// API shows it.
+    async fn record(&self, key: &str, n: u64) -> Value {
+        reqwest::get(format!("{}/v1/sessions/{key}/requests/{n}", self.base))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     fn session(&self, key: &str) -> Vec<agent_host_core::Message> {
         let reference = SessionRef::Key {
             agent: agent_host_store::DEFAULT_AGENT.to_owned(),
@@ -337,12 +348,7 @@ async fn conversation(wire: Wire, scenario: &str) {
     );
 
     // The request's record names what was stored and sent.
-    let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/3", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = gateway.record(&key, 3).await;
     assert_eq!(record["outcome"], "stored", "{record}");
     assert_eq!(record["known"], 5, "{record}");
     assert_eq!(record["appended"].as_array().unwrap().len(), 1, "{record}");
@@ -623,12 +629,7 @@ async fn a_client_that_hangs_up_mid_stream_stores_no_half_answer() {
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let stored = gateway.session("hangs-up");
     assert_eq!(stored.len(), 1, "only the question: {stored:#?}");
-    let record: Value = reqwest::get(format!("{}/v1/sessions/hangs-up/requests/1", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = gateway.record("hangs-up", 1).await;
     assert_eq!(record["outcome"], "client_disconnected", "{record}");
     // The session is free again: the next request goes through.
     let (status, _, _) = post(
@@ -666,15 +667,7 @@ async fn a_client_that_hangs_up_before_a_whole_answer_leaves_a_record_that_says_
         .await;
     assert!(gone.is_err(), "the client gave up first");
     gateway.settle("hangs-up-early").await;
-    let record: Value = reqwest::get(format!(
-        "{}/v1/sessions/hangs-up-early/requests/1",
-        gateway.base
-    ))
-    .await
-    .unwrap()
-    .json()
-    .await
-    .unwrap();
+    let record = gateway.record("hangs-up-early", 1).await;
     assert_eq!(record["outcome"], "client_disconnected", "{record}");
     assert_eq!(gateway.session("hangs-up-early").len(), 1, "the question");
     gateway.upstream.push(Answer::text("Done.").into());
@@ -913,21 +906,11 @@ async fn request_records_outlive_a_restart() {
         messages.push(json!({"role": "user", "content": "And?"}));
     }
     gateway.settle("kept").await;
-    let before: Value = reqwest::get(format!("{}/v1/sessions/kept/requests/2", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let before = gateway.record("kept", 2).await;
     assert_eq!(before["outcome"], "stored", "{before}");
 
     let gateway = gateway.restart().await;
-    let after: Value = reqwest::get(format!("{}/v1/sessions/kept/requests/2", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let after = gateway.record("kept", 2).await;
     assert_eq!(after, before);
     let page = reqwest::get(format!("{}/", gateway.base))
         .await
@@ -1104,12 +1087,7 @@ async fn responses_conversation(wire: Wire, scenario: &str) {
         );
         assert_eq!(stored[at].metadata["gateway"]["upstream"], "default");
     }
-    let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/3", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = gateway.record(&key, 3).await;
     assert_eq!(record["wire"], "responses", "{record}");
     assert_eq!(record["outcome"], "stored", "{record}");
     assert_eq!(record["identified_by"], "previous_response_id", "{record}");
@@ -1550,12 +1528,7 @@ async fn signed_reasoning_goes_only_to_the_upstream_that_made_it() {
     );
     assert!(to_b.contains("Paris."), "the answer's text still went");
     gateway.settle("moves").await;
-    let record: Value = reqwest::get(format!("{}/v1/sessions/moves/requests/2", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = gateway.record("moves", 2).await;
     assert_eq!(record["upstream"], "b", "{record}");
     let notes = record["notes"].as_array().unwrap();
     assert_eq!(notes.len(), 1, "{record}");
@@ -1763,12 +1736,7 @@ async fn processors_run_per_route_per_model_and_per_chain() {
     assert_eq!(notes(0), ["note-everywhere", "note-chat-only"]);
     assert_eq!(headers["x-agent-host-chain"], "default");
     let session = headers["x-agent-host-session"].to_str().unwrap().to_owned();
-    let record: Value = reqwest::get(format!("{}/v1/sessions/{session}/requests/1", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = gateway.record(&session, 1).await;
     assert_eq!(record["chain"], "default", "{record}");
     assert_eq!(
         record["processors"].as_array().unwrap().len(),
@@ -1856,6 +1824,55 @@ async fn processors_run_per_route_per_model_and_per_chain() {
         );
     }
     assert_eq!(gateway.upstream.requests().len(), 6);
+}
+
+/// A session whose chain is no longer configured (the server restarted
+/// with another file) runs the default chain, and its record says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_chain_removed_from_the_configuration_gives_way_to_the_default() {
+    let server = ServerConfig {
+        processors: vec![noting("note-review", &["review"], None, None)],
+        ..ServerConfig::default()
+    };
+    let gateway = Gateway::start_full(Wire::OpenAi, EngineConfig::default(), server).await;
+    gateway.upstream.push(Answer::text("One.").into());
+    let mut history = vec![json!({"role": "user", "content": "hi"})];
+    let (status, _, headers) = post(
+        &gateway.base,
+        json!({"model": "m", "messages": history.clone()}),
+        &[("x-session-id", "moved"), ("x-agent-host-chain", "review")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-agent-host-chain"], "review");
+    gateway.settle("moved").await;
+
+    // Restarted without that chain: the next request, naming none, runs
+    // the default one.
+    let gateway = gateway.restart().await;
+    gateway.upstream.push(Answer::text("Two.").into());
+    history.push(json!({"role": "assistant", "content": "One."}));
+    history.push(json!({"role": "user", "content": "again"}));
+    let (status, reply, headers) = post(
+        &gateway.base,
+        json!({"model": "m", "messages": history}),
+        &[("x-session-id", "moved")],
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(headers["x-agent-host-chain"], "default");
+    let sent = gateway.upstream.requests();
+    assert!(sent[0].contains("note-review"));
+    assert!(!sent.last().unwrap().contains("note-review"));
+    gateway.settle("moved").await;
+    let record = gateway.record("moved", 2).await;
+    assert!(
+        record["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .contains("\"review\" last, which is no longer configured")),
+        "{record}"
+    );
 }
 
 /// With no gateway processors configured, the engine's chain runs as the
@@ -2128,12 +2145,7 @@ async fn the_model_uses_memory_through_the_gateway() {
             "{case}"
         );
         assert_eq!(stored[6].content, "Your dog is Rex.", "{case}");
-        let record: Value = reqwest::get(format!("{}/v1/sessions/{key}/requests/1", gateway.base))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let record = gateway.record(&key, 1).await;
         assert_eq!(
             record["memory_calls"],
             json!([{"tool": "memory_search"}, {"tool": "memory_write"}]),
@@ -2254,12 +2266,7 @@ async fn memory_rounds_never_hand_the_client_a_call_it_cannot_pair() {
     let last = upstream.requests().pop().unwrap();
     assert_eq!(offered(&last), ["memory_search"]);
     gateway.settle("own-tool").await;
-    let record: Value = reqwest::get(format!("{}/v1/sessions/own-tool/requests/1", gateway.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let record = gateway.record("own-tool", 1).await;
     assert!(
         record["notes"]
             .as_array()

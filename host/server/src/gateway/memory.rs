@@ -59,9 +59,11 @@ pub struct MemoryCall {
 pub(crate) struct Rounds {
     config: MemoryConfig,
     spec: BodySpec,
-    /// The client's request, written again with each round.
+    /// The client's request without its history (`messages`, `input`: the
+    /// view stands for them), written again with each round.
     client: Map<String, Value>,
-    /// The view first sent.
+    /// The view first sent (set by [`Rounds::sent`] once it went into the
+    /// request's record).
     view: Vec<Message>,
     session: Uuid,
     /// The session's agent, whose the rounds' messages are.
@@ -75,14 +77,13 @@ pub(crate) struct Rounds {
 
 impl Rounds {
     /// The rounds of a request to `session` (of `agent`) whose client sent
-    /// `client` and whose view is `view`; an error (a note for the record)
-    /// when the client has a tool named as one of the memory tools, which
-    /// then are not offered: its calls are the client's.
+    /// `client`; an error (a note for the record) when the client has a
+    /// tool named as one of the memory tools, which then are not offered:
+    /// its calls are the client's.
     pub(crate) fn offer(
         config: &MemoryConfig,
         spec: &BodySpec,
         client: &Map<String, Value>,
-        view: &[Message],
         (session, agent): (Uuid, &str),
     ) -> Result<Rounds, String> {
         let taken = client
@@ -104,13 +105,24 @@ impl Rounds {
         Ok(Rounds {
             config: config.clone(),
             spec: spec.clone(),
-            client: client.clone(),
-            view: view.to_vec(),
+            client: client
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "messages" | "input"))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            view: Vec::new(),
             session,
             agent: agent.to_owned(),
             made: Vec::new(),
             calls: Vec::new(),
         })
+    }
+}
+
+impl Rounds {
+    /// The view the first request sent, which each round's request extends.
+    pub(crate) fn sent(&mut self, view: Vec<Message>) {
+        self.view = view;
     }
 }
 
@@ -221,22 +233,15 @@ async fn rounds_of(
             }
             other => return Ok(Answered::Relayed(other)),
         };
-        let (config, agent_name, session) =
-            (rounds.config.clone(), rounds.agent.clone(), rounds.session);
-        let (asked, results) = tokio::task::spawn_blocking(move || {
-            let mut asked = asked;
-            let results = memory_tools::answer_round(
-                &config,
-                &agent_name,
-                Some(&session.to_string()),
-                &mut asked,
-                "not run: this answer also called memory tools, which ran first; call it \
-                 again if it is still needed",
-            );
-            (asked, results)
-        })
-        .await
-        .map_err(|e| ProviderError::Malformed(format!("a memory tool failed: {e}")))?;
+        let (asked, results) = memory_tools::answer_round(
+            rounds.config.clone(),
+            rounds.agent.clone(),
+            Some(rounds.session.to_string()),
+            asked,
+            "not run: this answer also called memory tools, which ran first; call it again if \
+             it is still needed",
+        )
+        .await?;
         for (call, result) in asked.tool_calls.iter().zip(&results) {
             if memory_tools::is_memory_tool(&call.name) {
                 rounds.calls.push(MemoryCall {
