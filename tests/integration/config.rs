@@ -1034,6 +1034,7 @@ base_url = \"http://127.0.0.1:8080/v1\"
 api_key_env = \"\"
 models = [\"smollm2\", \"qwen*\"]
 default = true
+responses = true
 
 [[upstreams]]
 name = \"claude\"
@@ -1049,6 +1050,7 @@ timeout_secs = 30
     let local = &s.upstreams[0];
     assert_eq!(local.name, "local");
     assert!(local.default);
+    assert!(local.responses);
     assert_eq!(
         local.provider.model, "smollm2",
         "the first name is its model"
@@ -1063,6 +1065,7 @@ timeout_secs = 30
     );
     assert_eq!(claude.provider.timeout, Duration::from_secs(30));
     assert!(!claude.default);
+    assert!(!claude.responses, "off unless asked");
 
     let text = s.show();
     let again_dirs = Dirs::new();
@@ -1097,6 +1100,11 @@ timeout_secs = 30
             "[[upstreams]]\nname = \"a\"\nkind = \"openai\"\nmodels = [\"x\"]\nbase_url = \"localhost:1\"\n",
             "upstreams[0].base_url",
             "http://",
+        ),
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"anthropic\"\nmodels = [\"claude-x\"]\nresponses = true\n",
+            "upstreams[0].responses",
+            "only an `openai` upstream",
         ),
     ] {
         let path = dirs.local(text);

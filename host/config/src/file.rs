@@ -68,6 +68,7 @@ pub(super) struct RawUpstream {
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
     pub default: Option<bool>,
+    pub responses: Option<bool>,
     pub max_tokens: Option<u32>,
     pub max_tokens_field: Option<Choice<MaxTokensField>>,
     pub timeout_secs: Option<u64>,

@@ -68,11 +68,12 @@
 //!
 //! [[upstreams]]                       # the gateway's servers, picked by a request's model
 //! name = "local"
-//! kind = "openai"                     # the upstream's wire; Responses clients are translated
+//! kind = "openai"                     # the upstream's wire
 //! base_url = "http://localhost:8080/v1"
 //! api_key_env = ""
 //! models = ["smollm2", "qwen*"]       # names, or prefixes ending in `*`
 //! default = true                      # takes the models no upstream lists
+//! responses = false                   # true: it serves /responses, and Responses clients go there untranslated
 //!
 //! [[processors]]
 //! path = "target/processors/redact-secrets.wasm"   # relative to this file's folder
@@ -756,6 +757,10 @@ pub struct UpstreamSettings {
     pub models: Vec<String>,
     /// Whether a request for a model no upstream lists goes to it.
     pub default: bool,
+    /// Whether it serves OpenAI Responses (`{base_url}/responses`) too: a
+    /// Responses client's request then goes to it in its own wire, not
+    /// translated to Chat Completions (an `openai` upstream only).
+    pub responses: bool,
 }
 
 /// The shape of [`Settings::load_with`].

@@ -384,6 +384,15 @@ impl Merge<'_> {
                     ),
                 ));
             }
+            let responses = self.file_or(&key("responses"), u.responses, false);
+            if responses && kind != ProviderKind::OpenAi {
+                return Err(self.error(
+                    &key("responses"),
+                    format!(
+                        "the upstream {name:?} speaks Anthropic Messages; only an `openai` upstream can serve OpenAI Responses"
+                    ),
+                ));
+            }
             let max_tokens = self.file_or(&key("max_tokens"), u.max_tokens, defaults.max_tokens);
             let max_tokens_field = self.file_or(
                 &key("max_tokens_field"),
@@ -409,6 +418,7 @@ impl Merge<'_> {
                 name,
                 models,
                 default,
+                responses,
                 provider: ProviderSettings {
                     kind,
                     base_url,

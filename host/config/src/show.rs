@@ -219,6 +219,7 @@ impl Settings {
                     p.api_key_env.clone().unwrap_or_default(),
                 ),
                 Entry::new("upstreams", "default", upstream.default),
+                Entry::new("upstreams", "responses", upstream.responses),
                 Entry::new("upstreams", "max_tokens", int(p.max_tokens)),
                 Entry::new("upstreams", "max_tokens_field", p.max_tokens_field.name()),
                 Entry::new("upstreams", "timeout_secs", int(p.timeout.as_secs())),

@@ -11,7 +11,8 @@ use agent_host_store::{SessionMeta, SessionRef};
 use chrono::Utc;
 
 use crate::{
-    Engine, EngineError, Mode, Observer, Prepared, ProcessorChain, Result, agent_of, new_id,
+    Engine, EngineError, ExchangeSummarizer, Mode, Observer, Prepared, ProcessorChain, Result,
+    agent_of, new_id,
 };
 
 /// The metadata key (`"memory_snapshot": true`) of a session's memory
@@ -19,6 +20,30 @@ use crate::{
 /// system message after the client's system prompt, in the prefix of every
 /// view (see [`Engine::exchange`]).
 pub const MEMORY_SNAPSHOT: &str = "memory_snapshot";
+
+/// How [`Engine::exchange`] and [`Engine::exchange_appending`] prepare the
+/// view.
+#[derive(Clone, Default)]
+pub struct ExchangeOptions {
+    /// The processors to run (the engine's own chain when `None`).
+    pub chain: Option<ProcessorChain>,
+    /// Report what each stage did ([`Prepared::stages`]).
+    pub trace: bool,
+    /// Who writes a summary the pipeline asks for, when the configuration
+    /// wants a model's (`context.summarizer = "llm"`); the engine's own
+    /// model summarizer when `None`.
+    pub summarizer: Option<Arc<dyn ExchangeSummarizer>>,
+}
+
+impl std::fmt::Debug for ExchangeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExchangeOptions")
+            .field("chain", &self.chain)
+            .field("trace", &self.trace)
+            .field("summarizer", &self.summarizer.as_ref().map(|s| s.model()))
+            .finish()
+    }
+}
 
 /// What [`Engine::exchange`] did.
 #[derive(Debug)]
@@ -61,15 +86,15 @@ impl Engine {
     /// messages get fresh ids, the session's agent, `channel` and the time;
     /// they are stored now when the session is new or a checkpoint was
     /// made, else left [pending](Ready::pending) for
-    /// [`Engine::store_exchange`] to write with the answer. With `trace`,
-    /// [`Prepared::stages`] says what each stage did.
+    /// [`Engine::store_exchange`] to write with the answer. `options` name
+    /// the processors, whether [`Prepared::stages`] says what each stage
+    /// did, and who writes a summary.
     pub async fn exchange(
         &self,
         session: SessionRef,
         client: Vec<Message>,
         channel: &str,
-        chain: Option<ProcessorChain>,
-        trace: bool,
+        options: ExchangeOptions,
         observer: Arc<dyn Observer>,
     ) -> Result<Exchange> {
         if client.is_empty() {
@@ -102,10 +127,8 @@ impl Engine {
             }
         };
         drop(whole);
-        self.exchange_from(
-            session, loaded, client, known, channel, chain, trace, observer,
-        )
-        .await
+        self.exchange_from(session, loaded, client, known, channel, options, observer)
+            .await
     }
 
     /// Like [`Engine::exchange`], for a client that sends only what is new
@@ -121,8 +144,7 @@ impl Engine {
         leading: Option<Message>,
         new: Vec<Message>,
         channel: &str,
-        chain: Option<ProcessorChain>,
-        trace: bool,
+        options: ExchangeOptions,
         observer: Arc<dyn Observer>,
     ) -> Result<Exchange> {
         if new.is_empty() {
@@ -134,7 +156,7 @@ impl Engine {
         let mut client = Vec::with_capacity(new.len() + 1);
         client.extend(unless_logged(&loaded.log, leading));
         client.extend(new);
-        self.exchange_from(session, loaded, client, 0, channel, chain, trace, observer)
+        self.exchange_from(session, loaded, client, 0, channel, options, observer)
             .await
     }
 
@@ -148,8 +170,7 @@ impl Engine {
         mut client: Vec<Message>,
         known: usize,
         channel: &str,
-        chain: Option<ProcessorChain>,
-        trace: bool,
+        options: ExchangeOptions,
         observer: Arc<dyn Observer>,
     ) -> Result<Exchange> {
         let now = Utc::now();
@@ -177,17 +198,17 @@ impl Engine {
         log.extend(appended.iter().cloned());
         let mut checkpoint = loaded.checkpoint;
         let info = self.run_info(loaded.meta.as_ref(), Some(&session), now);
-        let chain = chain.unwrap_or_else(|| self.inner.chain.clone());
+        let chain = options.chain.unwrap_or_else(|| self.inner.chain.clone());
         let (mut log, mut prepared) = self
-            .prepare_blocking(
+            .prepare_writing(
                 log,
                 checkpoint.clone(),
                 Mode {
-                    trace,
+                    trace: options.trace,
                     ..Mode::default()
                 },
                 info,
-                chain,
+                (chain, options.summarizer),
                 observer.clone(),
             )
             .await?;

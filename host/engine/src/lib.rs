@@ -89,8 +89,20 @@ use chrono::{DateTime, Utc};
 pub use chain::ProcessorChain;
 pub use error::EngineError;
 pub use events::{EngineEvent, Observer, Quiet};
-pub use exchange::{Exchange, MEMORY_SNAPSHOT, Ready};
+pub use exchange::{Exchange, ExchangeOptions, MEMORY_SNAPSHOT, Ready};
 pub use llm_summarizer::{Calls, LlmSummarizer};
+
+/// A model summarizer a front end brings for one exchange, in place of
+/// the engine's (where `context.summarizer` is `llm`): the gateway's, which
+/// sends the summary request to the request's own upstream over the prompt
+/// it sent last, so that the provider's prompt cache serves it.
+pub trait ExchangeSummarizer: Summarizer + Send + Sync {
+    /// The model that writes the summaries, for the checkpoint's record.
+    fn model(&self) -> String;
+    /// What it did so far: requests, tokens, and why a stand-in wrote the
+    /// summary when one did.
+    fn calls(&self) -> Calls;
+}
 
 /// An engine call's result.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -943,6 +955,21 @@ impl Engine {
         chain: ProcessorChain,
         observer: Arc<dyn Observer>,
     ) -> Result<(Vec<Message>, Prepared)> {
+        self.prepare_writing(log, checkpoint, mode, info, (chain, None), observer)
+            .await
+    }
+
+    /// [`Engine::prepare_blocking`], with `writer` writing the summary the
+    /// pipeline asks for (instead of the engine's model summarizer).
+    async fn prepare_writing(
+        &self,
+        log: Vec<Message>,
+        checkpoint: Option<Checkpoint>,
+        mode: Mode,
+        info: RunInfo,
+        (chain, writer): (ProcessorChain, Option<Arc<dyn ExchangeSummarizer>>),
+        observer: Arc<dyn Observer>,
+    ) -> Result<(Vec<Message>, Prepared)> {
         let handle = tokio::runtime::Handle::current();
         self.blocking(move |inner| {
             let prepared = inner.prepare(
@@ -953,6 +980,7 @@ impl Engine {
                 &chain,
                 observer,
                 handle,
+                writer,
             )?;
             Ok((log, prepared))
         })
@@ -1405,13 +1433,18 @@ impl Inner {
         chain: &ProcessorChain,
         observer: Arc<dyn Observer>,
         handle: tokio::runtime::Handle,
+        writer: Option<Arc<dyn ExchangeSummarizer>>,
     ) -> Result<Prepared> {
         let mut config = self.config.pipeline.clone();
         config.aggressive = mode.aggressive;
         config.force_summary = mode.force_summary;
         let summarize = (self.config.auto_summarize || mode.force_summary) && !mode.no_summary;
+        // A front end's own model summarizer stands in for the engine's,
+        // where the configuration asks for a model's summaries.
+        let writer =
+            writer.filter(|_| summarize && self.config.summarizer == SummarizerChoice::Llm);
         let llm = match (&self.provider, self.config.summarizer) {
-            (Some(provider), SummarizerChoice::Llm) if summarize => Some(
+            (Some(provider), SummarizerChoice::Llm) if summarize && writer.is_none() => Some(
                 LlmSummarizer::new(provider.clone(), handle)
                     .with_context_limit(config.budget.context_limit)
                     .with_fallback(self.config.extractive_fallback)
@@ -1420,10 +1453,11 @@ impl Inner {
             _ => None,
         };
         let extractive = ExtractiveSummarizer::default();
-        let summarizer: Option<&dyn Summarizer> = match (&llm, summarize) {
-            (Some(llm), _) => Some(llm),
-            (None, true) => Some(&extractive),
-            (None, false) => None,
+        let summarizer: Option<&dyn Summarizer> = match (&writer, &llm, summarize) {
+            (Some(writer), _, _) => Some(writer.as_ref()),
+            (None, Some(llm), _) => Some(llm),
+            (None, None, true) => Some(&extractive),
+            (None, None, false) => None,
         };
         let started = std::time::Instant::now();
         // Traced, each step is timed too (the request page shows where the
@@ -1439,12 +1473,19 @@ impl Inner {
             mode.trace.then_some(&clock as &dyn Fn() -> f64),
         );
         let pipeline_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let summarizer = llm.map(|s| s.calls());
+        let (summarizer, model) = match (&writer, llm) {
+            (Some(writer), _) => (Some(writer.calls()), Some(writer.model())),
+            (None, Some(llm)) => (
+                Some(llm.calls()),
+                self.provider.as_ref().map(|p| p.settings().model.clone()),
+            ),
+            (None, None) => (None, None),
+        };
         if let Some(checkpoint) = &mut compaction.checkpoint {
             // The record says who wrote the summary and what it cost.
-            checkpoint.usage = Some(match (&summarizer, &self.provider) {
-                (Some(calls), Some(provider)) if calls.fell_back.is_none() => SummaryUsage {
-                    model: provider.settings().model.clone(),
+            checkpoint.usage = Some(match (&summarizer, model) {
+                (Some(calls), Some(model)) if calls.fell_back.is_none() => SummaryUsage {
+                    model,
                     requests: calls.requests,
                     input_tokens: calls.input_tokens,
                     output_tokens: calls.output_tokens,

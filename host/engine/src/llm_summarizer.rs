@@ -260,10 +260,16 @@ impl Summarizer for LlmSummarizer {
     }
 }
 
+/// What a summary request asks for: the five headings, what goes under
+/// each, and the rules, for a summary of at most `max_words` words.
+pub fn instructions(max_words: usize) -> String {
+    INSTRUCTIONS.replace("{max_words}", &max_words.to_string())
+}
+
 /// The messages of one summarization request: the instructions as a system
 /// message, then one user message holding the material.
 pub fn prompt(request: &SummaryRequest<'_>) -> Vec<Message> {
-    let system = INSTRUCTIONS.replace("{max_words}", &request.max_words.to_string());
+    let system = instructions(request.max_words);
     let mut material = String::new();
     if let Some(previous) = request.previous {
         let _ = write!(

@@ -35,6 +35,7 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 pub(super) const MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// A wire format's answer, before the attempt count is known.
+#[derive(Debug)]
 pub(super) struct Reply {
     pub message: Message,
     pub stop_reason: Option<String>,

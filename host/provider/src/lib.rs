@@ -24,6 +24,7 @@ mod anthropic;
 mod http;
 mod openai;
 mod relay;
+mod responses;
 mod sse;
 
 pub use anthropic::tool_definition as anthropic_tool_definition;
@@ -445,6 +446,14 @@ impl Provider {
             client,
             api_key,
         })
+    }
+
+    /// The same provider (its client, base URL and key) asking for `model`
+    /// instead of its configured one.
+    pub fn with_model(&self, model: &str) -> Provider {
+        let mut provider = self.clone();
+        model.clone_into(&mut provider.settings.model);
+        provider
     }
 
     /// The settings it was made with.

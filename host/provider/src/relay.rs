@@ -16,7 +16,8 @@ use serde_json::Value;
 
 use super::http::{self, StreamDecoder, StreamError, Wire};
 use super::{
-    ChatReply, Provider, ProviderError, ProviderKind, StreamEvent, anthropic, openai, sse,
+    ChatReply, Provider, ProviderError, ProviderKind, StreamEvent, anthropic, openai, responses,
+    sse,
 };
 
 /// The most bytes of an upstream's error answer handed back.
@@ -25,14 +26,19 @@ pub const MAX_RELAYED_ERROR: usize = 64 << 10;
 /// A request to relay.
 #[derive(Clone, Debug)]
 pub struct Relay {
-    /// The request body, in the provider's own wire format.
-    pub body: Vec<u8>,
+    /// The request body, in the provider's own wire format (shared, not
+    /// copied: a caller keeps it to send again or to reuse).
+    pub body: Bytes,
     /// Whether the body asks for a stream.
     pub stream: bool,
     /// Headers passed on from the client (`anthropic-beta`, say); the
     /// provider's own (`authorization`, `x-api-key`, `anthropic-version`
     /// unless given) are added.
     pub headers: Vec<(String, String)>,
+    /// Whether the body is an OpenAI Responses request, for
+    /// `{base_url}/responses` (an OpenAI-kind provider that serves it),
+    /// rather than one in the provider's own wire.
+    pub responses: bool,
 }
 
 /// What the upstream answered.
@@ -88,6 +94,7 @@ impl std::fmt::Debug for RelayStream {
 enum AnyDecoder {
     OpenAi(<openai::OpenAi as Wire>::Decoder),
     Anthropic(<anthropic::Anthropic as Wire>::Decoder),
+    Responses(<responses::Responses as Wire>::Decoder),
 }
 
 impl AnyDecoder {
@@ -96,6 +103,7 @@ impl AnyDecoder {
         match self {
             AnyDecoder::OpenAi(d) => d.event(event, &mut keep),
             AnyDecoder::Anthropic(d) => d.event(event, &mut keep),
+            AnyDecoder::Responses(d) => d.event(event, &mut keep),
         }
     }
 
@@ -103,6 +111,7 @@ impl AnyDecoder {
         match self {
             AnyDecoder::OpenAi(d) => d.is_done(),
             AnyDecoder::Anthropic(d) => d.is_done(),
+            AnyDecoder::Responses(d) => d.is_done(),
         }
     }
 
@@ -110,6 +119,7 @@ impl AnyDecoder {
         match self {
             AnyDecoder::OpenAi(d) => d.finish(),
             AnyDecoder::Anthropic(d) => d.finish(),
+            AnyDecoder::Responses(d) => d.finish(),
         }
     }
 
@@ -117,6 +127,7 @@ impl AnyDecoder {
         match self {
             AnyDecoder::OpenAi(_) => openai::OpenAi::END_MARKER,
             AnyDecoder::Anthropic(_) => anthropic::Anthropic::END_MARKER,
+            AnyDecoder::Responses(_) => responses::Responses::END_MARKER,
         }
     }
 }
@@ -228,10 +239,18 @@ impl Provider {
     pub async fn relay(&self, relay: Relay) -> Result<Relayed, ProviderError> {
         let settings = self.settings();
         let url = match settings.kind {
+            ProviderKind::OpenAi if relay.responses => {
+                format!("{}/responses", settings.base_url.trim_end_matches('/'))
+            }
             ProviderKind::OpenAi => format!(
                 "{}/chat/completions",
                 settings.base_url.trim_end_matches('/')
             ),
+            ProviderKind::Anthropic if relay.responses => {
+                return Err(ProviderError::Request(
+                    "an Anthropic upstream serves no OpenAI Responses requests".to_owned(),
+                ));
+            }
             ProviderKind::Anthropic => anthropic::messages_url(&settings.base_url),
         };
         let mut builder = self
@@ -305,6 +324,7 @@ impl Provider {
                 response,
                 parser: sse::Parser::default(),
                 decoder: match settings.kind {
+                    _ if relay.responses => AnyDecoder::Responses(Default::default()),
                     ProviderKind::OpenAi => AnyDecoder::OpenAi(Default::default()),
                     ProviderKind::Anthropic => AnyDecoder::Anthropic(Default::default()),
                 },
@@ -331,6 +351,7 @@ impl Provider {
             .map_err(|e| ProviderError::Malformed(format!("the answer is not JSON: {e}")))
             .and_then(|json| {
                 match settings.kind {
+                    _ if relay.responses => responses::Responses::parse_reply(json),
                     ProviderKind::OpenAi => openai::OpenAi::parse_reply(json),
                     ProviderKind::Anthropic => anthropic::Anthropic::parse_reply(json),
                 }

@@ -18,7 +18,7 @@ use agent_host_core::budget::BudgetConfig;
 use agent_host_core::format::openai;
 use agent_host_core::pipeline::PipelineConfig;
 use agent_host_core::{Message, Role};
-use agent_host_engine::{Engine, EngineConfig};
+use agent_host_engine::{Engine, EngineConfig, SummarizerChoice};
 use agent_host_provider::{ProviderKind, ProviderSettings};
 use agent_host_server::{Server, ServerConfig};
 use agent_host_store::{FileStore, SessionStore};
@@ -61,12 +61,22 @@ fn main() {
         "# prefix stability through the gateway: {} sessions of up to {per_session} answers, 16,000-token window",
         sessions.len()
     );
-    for (name, max_messages) in [
+    for (name, max_messages, summarizer) in [
         (
             "default triggers (30 messages, 80% of the window)",
             Some(30),
+            SummarizerChoice::Extractive,
         ),
-        ("the window trigger alone (80%)", None),
+        (
+            "the window trigger alone (80%)",
+            None,
+            SummarizerChoice::Extractive,
+        ),
+        (
+            "the window trigger alone, summaries by the model",
+            None,
+            SummarizerChoice::Llm,
+        ),
     ] {
         let mut pipeline = PipelineConfig::default();
         pipeline.budget = BudgetConfig {
@@ -77,13 +87,35 @@ fn main() {
         if let Some(summary) = pipeline.summary.as_mut() {
             summary.max_messages = max_messages;
         }
-        let line = runtime.block_on(replay(&sessions, pipeline));
+        let line = runtime.block_on(replay(&sessions, pipeline, summarizer));
         println!("{name}: {line}");
     }
 }
 
-/// Replays `sessions` through a gateway with `pipeline`; the line to print.
-async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
+/// The summary the loopback model writes when asked for one.
+const SUMMARY: &str = "## Files Modified\n- none\n## Key Decisions\n- none\n## Important Values\n- none\n## Current State\nServing customers.\n## Pending Tasks\n- none";
+
+/// Whether `body` asks for a summary (the summarizer's headings in its
+/// last message, or its instructions as the system prompt).
+fn asks_for_summary(body: &Value) -> bool {
+    let messages = body["messages"].as_array();
+    let last = messages
+        .and_then(|m| m.last())
+        .map(|m| m["content"].to_string());
+    let first = messages
+        .and_then(|m| m.first())
+        .map(|m| m["content"].to_string());
+    last.is_some_and(|t| t.contains("## Files Modified"))
+        || first.is_some_and(|t| t.contains("You summarize the earlier part"))
+}
+
+/// Replays `sessions` through a gateway with `pipeline`, summaries written
+/// by `summarizer`; the line to print.
+async fn replay(
+    sessions: &[Vec<Message>],
+    pipeline: PipelineConfig,
+    summarizer: SummarizerChoice,
+) -> String {
     {
         let upstream = LlmServer::start(Wire::OpenAi);
         let answers: Vec<Answer> = sessions
@@ -100,7 +132,10 @@ async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
             .collect();
         let next = Arc::new(AtomicUsize::new(0));
         let counter = next.clone();
-        upstream.respond_with(move |_| {
+        upstream.respond_with(move |request| {
+            if asks_for_summary(&request.body) {
+                return Scripted::Answer(Answer::text(SUMMARY));
+            }
             Scripted::Answer(answers[counter.fetch_add(1, Ordering::SeqCst)].clone())
         });
         let dir = tempfile::tempdir().unwrap();
@@ -112,6 +147,7 @@ async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
             EngineConfig {
                 provider: Some(provider),
                 pipeline,
+                summarizer,
                 ..EngineConfig::default()
             },
             store,
@@ -126,6 +162,11 @@ async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
         let http = reqwest::Client::new();
         let (mut turns, mut stable, mut compactions) = (0usize, 0usize, 0usize);
         let mut after_compaction = 0usize;
+        // Summary requests, those that start with the previous turn's
+        // prompt, and the share of each one's messages (in bytes of JSON)
+        // that prefix covers.
+        let (mut summaries, mut reusing, mut covered) = (0usize, 0usize, Vec::new());
+        let mut seen = 0usize;
         for (s, conversation) in sessions.iter().enumerate() {
             let mut previous: Option<Vec<Value>> = None;
             for (i, m) in conversation.iter().enumerate() {
@@ -147,7 +188,24 @@ async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
                 );
                 let compacted = reply.headers()["x-agent-host-summary"] == "created";
                 reply.bytes().await.unwrap();
-                let sent = upstream.requests().pop().unwrap().body["messages"]
+                let mut requests = upstream.requests();
+                for asked in requests[seen..]
+                    .iter()
+                    .filter(|r| asks_for_summary(&r.body))
+                {
+                    summaries += 1;
+                    let messages = asked.body["messages"].as_array().unwrap();
+                    if let Some(before) = &previous
+                        && messages.len() > before.len()
+                        && messages[..before.len()] == before[..]
+                    {
+                        reusing += 1;
+                        let size = |m: &[Value]| serde_json::to_vec(m).unwrap().len();
+                        covered.push(size(before) as f64 / size(messages) as f64);
+                    }
+                }
+                seen = requests.len();
+                let sent = requests.pop().unwrap().body["messages"]
                     .as_array()
                     .unwrap()
                     .clone();
@@ -164,11 +222,16 @@ async fn replay(sessions: &[Vec<Message>], pipeline: PipelineConfig) -> String {
             }
         }
         let between = turns - after_compaction;
+        covered.sort_by(f64::total_cmp);
+        let median = covered.get(covered.len() / 2).copied().unwrap_or(0.0);
         format!(
             "turns compared: {turns}; prompt starts with the previous prompt: {stable} ({:.1}%); \
-             of the turns without a compaction: {stable} of {between} ({:.1}%); compactions: {compactions}",
+             of the turns without a compaction: {stable} of {between} ({:.1}%); compactions: {compactions}; \
+             summary requests to the model: {summaries}, starting with the previous turn's prompt: {reusing}, \
+             which covers a median {:.1}% of their messages' bytes",
             100.0 * stable as f64 / turns.max(1) as f64,
             100.0 * stable as f64 / between.max(1) as f64,
+            100.0 * median,
         )
     }
 }

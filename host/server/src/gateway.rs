@@ -56,7 +56,7 @@ use agent_host_core::format::{anthropic, openai};
 use agent_host_core::reconcile::fingerprint;
 use agent_host_core::{ErrorKind, Message, Role, Usage};
 use agent_host_engine::trace::StageReport;
-use agent_host_engine::{Exchange, Prepared, Ready};
+use agent_host_engine::{Exchange, ExchangeOptions, Prepared, Ready, SummarizerChoice};
 use agent_host_provider::{ProviderError, ProviderKind, Relay, Relayed};
 use agent_host_runtime::ProcessorReport;
 use agent_host_store::{NewSession, SessionRef};
@@ -99,6 +99,7 @@ pub(crate) mod chains;
 pub(crate) mod crossed;
 pub(crate) mod memory;
 pub(crate) mod responses;
+pub(crate) mod summary;
 
 pub use chains::{CHAIN_HEADER, DEFAULT_CHAIN, GatewayProcessor};
 pub use memory::MemoryCall;
@@ -356,6 +357,10 @@ pub struct Upstream {
     pub models: Vec<String>,
     /// Whether a request whose model no upstream lists goes here.
     pub default: bool,
+    /// Whether it serves OpenAI Responses itself (`{base_url}/responses`):
+    /// a Responses client's request then goes in that wire, untranslated
+    /// (`gateway/responses.rs`).
+    pub responses: bool,
 }
 
 /// The upstreams, and which one a model picks.
@@ -381,6 +386,7 @@ impl Upstreams {
                     provider: provider.clone(),
                     models: Vec::new(),
                     default: true,
+                    responses: false,
                 })
                 .into_iter()
                 .collect();
@@ -774,6 +780,12 @@ async fn relay(state: Shared, wire: Wire, headers: HeaderMap, bytes: Bytes) -> R
     {
         return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e);
     }
+    if wire == Wire::Responses
+        && !upstream.responses
+        && let Err(e) = responses::check_translatable(&asked.body)
+    {
+        return wire.error(StatusCode::BAD_REQUEST, "invalid_request_error", &e);
+    }
     let mut asked = asked;
     // What only this upstream can read is marked as its own, so it never
     // reaches another (see `without_foreign`).
@@ -896,7 +908,7 @@ async fn pass_through(
         state,
         wire,
         headers,
-        (asked, selected.name, selected.note),
+        (asked, selected.name, selected.note.into_iter().collect()),
         upstream,
         prepared,
         None,
@@ -972,7 +984,7 @@ async fn continue_unstored(
         state,
         wire,
         headers,
-        (asked, selected.name, selected.note),
+        (asked, selected.name, selected.note.into_iter().collect()),
         upstream,
         prepared,
         None,
@@ -993,7 +1005,7 @@ pub(crate) struct Outgoing {
     /// The session; `None` for a request passed through without one.
     session: Option<Uuid>,
     n: u64,
-    body: Vec<u8>,
+    body: Bytes,
     stream: bool,
     forwarded: Vec<(String, String)>,
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -1007,6 +1019,10 @@ pub(crate) struct Outgoing {
     /// For a Chat Completions or Messages client in front of the other
     /// wire: what its answer says besides the upstream's.
     crossed: Option<crossed::Crossed>,
+    /// A Responses client's request sent to an upstream that serves
+    /// Responses itself: the answer goes back in that wire, its response
+    /// object made this gateway's ([`responses::Adopter`]).
+    native: bool,
     /// When the model is offered the memory tools: the rounds of calls the
     /// gateway runs before the answer the client gets.
     memory: Option<memory::Rounds>,
@@ -1034,7 +1050,7 @@ impl Drop for Outgoing {
             wire: self.wire,
             session: self.session,
             n: self.n,
-            body: Vec::new(),
+            body: Bytes::new(),
             stream: self.stream,
             forwarded: Vec::new(),
             headers: Vec::new(),
@@ -1042,6 +1058,7 @@ impl Drop for Outgoing {
             upstream: std::mem::take(&mut self.upstream),
             response: self.response.take(),
             crossed: None,
+            native: self.native,
             memory: self.memory.take(),
             unfinished: None,
             _locks: self._locks.take(),
@@ -1061,6 +1078,9 @@ impl Outgoing {
     /// into its wire's.
     fn translator(&self) -> Option<Translator> {
         match (&self.response, &self.crossed) {
+            (Some(skeleton), _) if self.native => {
+                Some(Translator::Adopt(responses::Adopter::new(skeleton.clone())))
+            }
             (Some(skeleton), _) => Some(Translator::Responses(responses::Streamer::new(
                 skeleton.clone(),
             ))),
@@ -1077,6 +1097,7 @@ impl Outgoing {
             body: self.body.clone(),
             stream: self.stream,
             headers: self.forwarded.clone(),
+            responses: self.native,
         }
     }
 }
@@ -1088,6 +1109,8 @@ pub(crate) struct BodySpec {
     settings: agent_host_provider::ProviderSettings,
     /// A Responses client's request, translated.
     responses: bool,
+    /// A Responses client's request, to an upstream that serves Responses.
+    native: bool,
     /// A Chat Completions or Messages client's, translated to the other wire.
     crossed: bool,
     stream: bool,
@@ -1103,9 +1126,11 @@ fn upstream_body(
     mut body: Map<String, Value>,
     view: &[Message],
     memory: Option<memory::Offer>,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<Bytes, ApiError> {
     let settings = &spec.settings;
-    let mut body = if spec.responses {
+    let mut body = if spec.native {
+        responses::native_body(&body, view).map_err(|e| ApiError::new(ErrorKind::Internal, e))?
+    } else if spec.responses {
         responses::upstream_body(settings, &body, view, spec.stream)
             .map_err(|e| ApiError::new(ErrorKind::Internal, e))?
     } else if spec.crossed {
@@ -1118,7 +1143,7 @@ fn upstream_body(
     if spec.model_missing {
         body.insert("model".into(), json!(settings.model));
     }
-    if spec.stream && spec.wire == Wire::ChatCompletions && !spec.crossed {
+    if spec.stream && spec.wire == Wire::ChatCompletions && !spec.crossed && !spec.native {
         // The usage comes only when asked for; it is stored with the answer.
         let options = body.entry("stream_options").or_insert_with(|| json!({}));
         if let Some(options) = options.as_object_mut() {
@@ -1128,12 +1153,14 @@ fn upstream_body(
     if let Some(offer) = memory {
         memory::add_tools(&mut body, settings.kind, offer);
     }
-    serde_json::to_vec(&Value::Object(body)).map_err(|e| {
-        ApiError::new(
-            ErrorKind::Internal,
-            format!("cannot write the request: {e}"),
-        )
-    })
+    serde_json::to_vec(&Value::Object(body))
+        .map(Bytes::from)
+        .map_err(|e| {
+            ApiError::new(
+                ErrorKind::Internal,
+                format!("cannot write the request: {e}"),
+            )
+        })
 }
 
 /// What a request stored in a session holds.
@@ -1236,6 +1263,25 @@ async fn prepare(
             newest_or_conflict(state, meta.id, previous)?;
         }
         let observer = observe::observer(state, &view, Some(CHANNEL.to_owned()), None);
+        // A model's summary goes to this request's upstream and model, over
+        // the session's last request (`gateway/summary.rs`).
+        let config = state.engine.config();
+        let cached = (config.summarizer == SummarizerChoice::Llm).then(|| {
+            Arc::new(summary::CachedSummarizer::new(
+                upstream.provider.with_model(&model),
+                &upstream.name,
+                hot.last_prompt(),
+                config.pipeline.budget.context_limit,
+                config.extractive_fallback,
+            ))
+        });
+        let options = ExchangeOptions {
+            chain: selected.chain.clone(),
+            trace: state.config.request_stages,
+            summarizer: cached
+                .clone()
+                .map(|c| c as Arc<dyn agent_host_engine::ExchangeSummarizer>),
+        };
         let exchange = match asked.responses.as_ref() {
             Some(ask) if ask.appends() => {
                 state
@@ -1245,8 +1291,7 @@ async fn prepare(
                         ask.leading.clone(),
                         asked.messages.clone(),
                         CHANNEL,
-                        selected.chain.clone(),
-                        state.config.request_stages,
+                        options,
                         observer,
                     )
                     .await?
@@ -1262,8 +1307,7 @@ async fn prepare(
                         SessionRef::Id(meta.id),
                         messages,
                         CHANNEL,
-                        selected.chain.clone(),
-                        state.config.request_stages,
+                        options,
                         observer,
                     )
                     .await?
@@ -1293,6 +1337,18 @@ async fn prepare(
             known,
             prepared,
         } = *ready;
+        let mut notes: Vec<String> = selected.note.into_iter().collect();
+        notes.extend(cached.map(|c| c.outcome()).and_then(|outcome| match outcome {
+            summary::Reuse::Unasked => None,
+            summary::Reuse::Reused(n) => Some(format!(
+                "the summary request reused the last request to {} ({n} messages) and asked after it, so the provider's prompt cache serves its prefix",
+                upstream.name
+            )),
+            summary::Reuse::Classic(why) => Some(format!(
+                "the summary request went to {} ({model}) as a request of its own, sharing no prefix with the conversation: {why}",
+                upstream.name
+            )),
+        }));
         let held = Held {
             meta,
             appended,
@@ -1307,7 +1363,7 @@ async fn prepare(
             state,
             wire,
             headers,
-            (asked, selected.name, selected.note),
+            (asked, selected.name, notes),
             upstream,
             prepared,
             Some(held),
@@ -1325,13 +1381,13 @@ fn outgoing(
     state: &Shared,
     wire: Wire,
     headers: &HeaderMap,
-    (asked, chain, chain_note): (Asked, String, Option<String>),
+    (asked, chain, more_notes): (Asked, String, Vec<String>),
     upstream: &Upstream,
     mut prepared: Prepared,
     held: Option<Held>,
 ) -> Result<Outgoing, ApiError> {
     let (view, mut notes) = without_foreign(std::mem::take(&mut prepared.view), &upstream.name);
-    notes.extend(chain_note);
+    notes.extend(more_notes);
     prepared.view = view;
     let settings = upstream.provider.settings();
     // A Chat Completions or Messages client in front of the other wire.
@@ -1345,10 +1401,12 @@ fn outgoing(
                 .unwrap_or_else(|| settings.model.clone());
             crossed::Crossed::new(wire, model, &asked.body)
         });
+    let native = asked.responses.is_some() && upstream.responses;
     let spec = BodySpec {
         wire,
         settings: settings.clone(),
         responses: asked.responses.is_some(),
+        native,
         crossed: crossed.is_some(),
         stream: asked.stream,
         model_missing: asked.model.is_none(),
@@ -1357,6 +1415,13 @@ fn outgoing(
     // so, for a request stored in a session, whose client has no tool of
     // the same name; the gateway then runs its calls (`gateway/memory.rs`).
     let mut memory = match (&held, state.engine.config().memory.as_ref()) {
+        (Some(_), Some(config)) if config.tools && native => {
+            notes.push(
+                "the memory tools are not offered to an upstream answering OpenAI Responses in its own wire"
+                    .to_owned(),
+            );
+            None
+        }
         (Some(held), Some(config)) if config.tools => {
             let site = (held.meta.id, held.meta.agent.as_str());
             match memory::Rounds::offer(config, &spec, &asked.body, site) {
@@ -1375,6 +1440,23 @@ fn outgoing(
         &prepared.view,
         memory.as_ref().map(|_| memory::Offer::Tools),
     )?;
+    if let Some(held) = &held
+        && state.engine.config().summarizer == SummarizerChoice::Llm
+    {
+        // What the session's next summary reuses (`gateway/summary.rs`).
+        state
+            .hot
+            .get(held.meta.id)
+            .set_last_prompt(summary::SentPrompt {
+                upstream: upstream.name.clone(),
+                model: asked
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| settings.model.clone()),
+                body: body.clone(),
+                sent: prepared.view.iter().map(|m| m.id.clone()).collect(),
+            });
+    }
     let response = asked.responses.as_ref().map(|ask| {
         let model = asked
             .model
@@ -1496,6 +1578,7 @@ fn outgoing(
         upstream: upstream.name.clone(),
         response,
         crossed,
+        native,
         memory,
         unfinished: Some(state.clone()),
         headers: out_headers
@@ -1683,7 +1766,7 @@ async fn send(
                 outcome: "upstream_error",
                 error: String::from_utf8_lossy(&body).into_owned(),
             };
-            let translated = out.response.is_some();
+            let translated = out.response.is_some() && !out.native;
             let crossed = out.crossed.is_some();
             persist(&state, out, ended).await;
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -1703,6 +1786,28 @@ async fn send(
             with_headers(response, &headers)
         }
         Relayed::Whole { body, reply } => {
+            if out.native
+                && let Some(skeleton) = &out.response
+                && (!out.stream || reply.is_err())
+            {
+                // The upstream's own response object, made this gateway's.
+                let body = responses::adopted(skeleton, &body);
+                let ended = match reply {
+                    Ok(reply) => Ended::Answer(Box::new(reply)),
+                    Err(e) => Ended::Failed {
+                        status: Some(200),
+                        outcome: "unreadable_answer",
+                        error: e.to_string(),
+                    },
+                };
+                tokio::spawn(persist(&state, out, ended));
+                let mut response = Response::new(Body::from(body));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                return with_headers(response, &headers);
+            }
             if let Some(skeleton) = out.response.clone() {
                 let translation = Translation::Responses(skeleton);
                 return translate_whole(state, out, translation, body, reply, headers).await;
@@ -1749,7 +1854,7 @@ async fn send(
                                     return Some((Ok::<_, std::io::Error>(bytes), pipe));
                                 };
                                 let events = upstream.take_events();
-                                let out = translate.feed(events);
+                                let out = translate.feed(&bytes, events);
                                 if !out.is_empty() {
                                     return Some((Ok(out), pipe));
                                 }
@@ -1771,7 +1876,7 @@ async fn send(
                                 let events = upstream.take_events();
                                 let ended = pipe.ended();
                                 let last = pipe.translate.as_mut().map(|translate| {
-                                    let mut last = translate.feed(events).to_vec();
+                                    let mut last = translate.feed(&[], events).to_vec();
                                     last.extend_from_slice(&match &ended {
                                         Ended::Answer(reply) => translate.finish(reply),
                                         Ended::Failed { error, .. } => translate.fail(error),
@@ -1820,10 +1925,10 @@ fn send_read(
     let body = match out.translator() {
         Some(mut translate) => {
             let mut all = Vec::new();
-            for (_, events) in pieces {
-                all.extend_from_slice(&translate.feed(events));
+            for (bytes, events) in pieces {
+                all.extend_from_slice(&translate.feed(&bytes, events));
             }
-            all.extend_from_slice(&translate.feed(tail));
+            all.extend_from_slice(&translate.feed(&[], tail));
             all.extend_from_slice(&match &ended {
                 Ended::Answer(reply) => translate.finish(reply),
                 Ended::Failed { error, .. } => translate.fail(error),
@@ -1860,13 +1965,18 @@ enum Translation {
 enum Translator {
     Responses(responses::Streamer),
     Crossed(crossed::Streamer),
+    /// A Responses upstream's own events, the response objects adopted.
+    Adopt(responses::Adopter),
 }
 
 impl Translator {
-    fn feed(&mut self, events: Vec<agent_host_provider::StreamEvent>) -> Bytes {
+    /// The client's bytes for a piece of the upstream's stream: `bytes` as
+    /// they came, read into `events`.
+    fn feed(&mut self, bytes: &[u8], events: Vec<agent_host_provider::StreamEvent>) -> Bytes {
         match self {
             Translator::Responses(s) => s.feed(events),
             Translator::Crossed(s) => s.feed(events),
+            Translator::Adopt(a) => a.feed(bytes),
         }
     }
 
@@ -1874,6 +1984,7 @@ impl Translator {
         match self {
             Translator::Responses(s) => s.finish(reply),
             Translator::Crossed(s) => s.finish(reply),
+            Translator::Adopt(a) => a.finish(),
         }
     }
 
@@ -1881,6 +1992,7 @@ impl Translator {
         match self {
             Translator::Responses(s) => s.fail(message),
             Translator::Crossed(s) => s.fail(message),
+            Translator::Adopt(a) => a.fail(message),
         }
     }
 }

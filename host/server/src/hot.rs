@@ -36,6 +36,9 @@ pub struct HotSession {
     /// the writer only queues it, and never waits for a report.
     appended: Mutex<Appends>,
     last_used: Mutex<std::time::Instant>,
+    /// The gateway's last request upstream for this session, which the
+    /// next summary reuses so that the provider's prompt cache serves it.
+    last_prompt: Mutex<Option<Arc<crate::gateway::summary::SentPrompt>>>,
 }
 
 /// How many appended messages may wait for the window: past this, it is
@@ -113,7 +116,25 @@ impl HotSession {
             context: tokio::sync::Mutex::new(None),
             appended: Mutex::new(Appends::default()),
             last_used: Mutex::new(std::time::Instant::now()),
+            last_prompt: Mutex::new(None),
         }
+    }
+
+    /// The gateway's last request upstream for this session, while the
+    /// session is in memory.
+    pub(crate) fn last_prompt(&self) -> Option<Arc<crate::gateway::summary::SentPrompt>> {
+        self.last_prompt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Remembers `prompt` as the gateway's last request for this session.
+    pub(crate) fn set_last_prompt(&self, prompt: crate::gateway::summary::SentPrompt) {
+        *self
+            .last_prompt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(prompt));
     }
 
     /// The context report of the session `id`: what the engine's

@@ -82,6 +82,28 @@ impl Gateway {
         Self::start_on(upstream, dir, config, server).await
     }
 
+    /// A gateway whose one upstream serves OpenAI Responses itself (and
+    /// Chat Completions), on a file store of its own.
+    async fn start_responses_native() -> Gateway {
+        let upstream = LlmServer::start(Wire::OpenAi);
+        let mut settings = ProviderSettings::new(ProviderKind::OpenAi, "test-model");
+        settings.base_url = upstream.base_url();
+        settings.api_key_env = None;
+        let provider = agent_host_provider::Provider::new(settings, &|_: &str| None).unwrap();
+        let server = ServerConfig {
+            upstreams: vec![agent_host_server::gateway::Upstream {
+                name: "default".into(),
+                provider,
+                models: Vec::new(),
+                default: true,
+                responses: true,
+            }],
+            ..ServerConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        Self::start_on(upstream, dir, EngineConfig::default(), server).await
+    }
+
     /// A gateway in front of `upstream` on the file store in `dir`.
     async fn start_on(
         upstream: LlmServer,
@@ -125,19 +147,18 @@ impl Gateway {
 
     /// Shuts the server down gracefully and starts another on the same
     /// store, in front of the same upstream.
-    async fn restart(mut self) -> Gateway {
+    async fn restart(self) -> Gateway {
+        self.restart_with(EngineConfig::default()).await
+    }
+
+    /// [`Gateway::restart`] with the engine configured by `config`.
+    async fn restart_with(mut self, config: EngineConfig) -> Gateway {
         let _ = self.stop.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap().unwrap();
         let dir = tempfile::TempDir::new().unwrap();
         let old = std::mem::replace(&mut self._dir, dir);
         let upstream = std::mem::replace(&mut self.upstream, LlmServer::start(Wire::OpenAi));
-        Self::start_on(
-            upstream,
-            old,
-            EngineConfig::default(),
-            ServerConfig::default(),
-        )
-        .await
+        Self::start_on(upstream, old, config, ServerConfig::default()).await
     }
 
     /// Runs a scenario of `tests/gateway/clients.py`; its printed JSON.
@@ -946,8 +967,18 @@ async fn request_records_outlive_a_restart() {
 /// `previous_response_id`, and a text turn; the session the responses
 /// continue is the one they were made in.
 async fn responses_conversation(wire: Wire, scenario: &str) {
+    responses_conversation_to(wire, false, scenario).await;
+}
+
+/// [`responses_conversation`], `native` with an upstream that serves
+/// Responses itself: then the requests go to it in that wire.
+async fn responses_conversation_to(wire: Wire, native: bool, scenario: &str) {
     let Some(python) = sdk_python() else { return };
-    let gateway = Gateway::start(wire).await;
+    let gateway = if native {
+        Gateway::start_responses_native().await
+    } else {
+        Gateway::start(wire).await
+    };
     script(&gateway.upstream);
     let got = gateway.client(&python, scenario).await;
     let turns = got["turns"].as_array().unwrap();
@@ -974,12 +1005,14 @@ async fn responses_conversation(wire: Wire, scenario: &str) {
         }
     }
     if scenario.ends_with("stream") {
-        let events: Vec<&str> = turns[0]["events"]
+        let mut events: Vec<&str> = turns[0]["events"]
             .as_array()
             .unwrap()
             .iter()
             .map(|e| e.as_str().unwrap())
             .collect();
+        // The upstream's own events: its arguments in several deltas.
+        events.dedup();
         assert_eq!(
             events,
             [
@@ -1040,6 +1073,37 @@ async fn responses_conversation(wire: Wire, scenario: &str) {
     assert_eq!(sent.len(), 3, "{sent:#?}");
     assert_eq!(sent[0].streamed(), scenario.ends_with("stream"));
     match wire {
+        Wire::OpenAi if native => {
+            // The whole view each time, as the upstream's own items, and
+            // nothing it would have to keep.
+            for request in &sent {
+                assert_eq!(request.path, "/v1/responses");
+                assert!(request.body.get("previous_response_id").is_none());
+                assert_eq!(request.body["store"], false);
+                assert!(request.contains("reasoning.encrypted_content"));
+            }
+            assert_eq!(sent[0].body["tools"][0]["name"], "read_file");
+            let input = sent[2].body["input"].as_array().unwrap();
+            assert_eq!(input[0]["role"], "system", "{}", sent[2].body);
+            assert!(input[0].to_string().contains("You read files."));
+            let kinds: Vec<&str> = input
+                .iter()
+                .map(|i| i["type"].as_str().unwrap_or("message"))
+                .collect();
+            assert_eq!(
+                kinds,
+                [
+                    "message",
+                    "message",
+                    "function_call",
+                    "function_call_output",
+                    "message",
+                    "message"
+                ],
+                "{}",
+                sent[2].body
+            );
+        }
         Wire::OpenAi => {
             assert_eq!(sent[0].body["tools"][0]["function"]["name"], "read_file");
             assert_eq!(sent[2].body["messages"][0]["role"], "system");
@@ -1102,6 +1166,20 @@ async fn responses_sdk_conversation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn responses_sdk_streamed_conversation() {
     responses_conversation(Wire::OpenAi, "responses-stream").await;
+}
+
+/// A Responses client in front of an upstream that serves Responses
+/// itself: its requests go there untranslated, its answers come back as
+/// the upstream sent them, made this gateway's (ids, the response each
+/// continues).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_conversation_with_a_responses_upstream() {
+    responses_conversation_to(Wire::OpenAi, true, "responses").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_sdk_streamed_conversation_with_a_responses_upstream() {
+    responses_conversation_to(Wire::OpenAi, true, "responses-stream").await;
 }
 
 /// A Responses client in front of an Anthropic upstream: translated both
@@ -1376,6 +1454,7 @@ async fn a_requests_model_picks_its_upstream() {
             provider: agent_host_provider::Provider::with_api_key(settings, None).unwrap(),
             models: models.iter().map(|m| (*m).to_owned()).collect(),
             default,
+            responses: false,
         }
     };
     // Only `remote` is configured (not the engine's provider, the
@@ -1482,6 +1561,7 @@ async fn signed_reasoning_goes_only_to_the_upstream_that_made_it() {
             provider: agent_host_provider::Provider::with_api_key(settings, None).unwrap(),
             models: vec![model.to_owned()],
             default: false,
+            responses: false,
         }
     };
     let server = ServerConfig {
@@ -2275,4 +2355,304 @@ async fn memory_rounds_never_hand_the_client_a_call_it_cannot_pair() {
             .any(|n| n.as_str().unwrap().contains("not offered")),
         "{record}"
     );
+}
+
+/// The summary a scripted upstream writes when asked for one.
+const WRITTEN_SUMMARY: &str = "## Files Modified\n- `src/lib.rs`\n## Key Decisions\n- none\n## Important Values\n- `42`\n## Current State\nWorking.\n## Pending Tasks\n- none";
+
+/// Whether `request` asks for a summary: its last message carries the
+/// summarizer's headings.
+fn asks_for_summary(request: &agent_host_testkit::model_server::Recorded) -> bool {
+    let last = request.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    let system =
+        request.body["messages"][0]["content"].to_string() + &request.body["system"].to_string();
+    last.contains("## Files Modified") || system.contains("You summarize the earlier part")
+}
+
+/// With a model writing summaries, a gateway summary goes to the request's
+/// own upstream as the last request sent for the session with the ask
+/// after it: everything before the ask is that request's body, tools and
+/// cache breakpoints included, so the provider's cache serves it. After a
+/// restart, with no request sent yet, the classic request goes instead,
+/// and the record says why.
+async fn summaries_reuse_the_last_request(wire: Wire) {
+    use agent_host_core::pipeline::PipelineConfig;
+    use agent_host_engine::SummarizerChoice;
+
+    let config = || {
+        let mut pipeline = PipelineConfig::default();
+        let summary = pipeline.summary.as_mut().unwrap();
+        summary.max_messages = Some(9);
+        summary.window_fraction = None;
+        summary.keep_last_turns = 1;
+        summary.min_messages = 2;
+        EngineConfig {
+            pipeline,
+            summarizer: SummarizerChoice::Llm,
+            ..EngineConfig::default()
+        }
+    };
+    let gateway = Gateway::start_with(wire, config()).await;
+    let respond = |upstream: &LlmServer| {
+        let n = std::sync::atomic::AtomicUsize::new(0);
+        upstream.respond_with(move |request| {
+            if asks_for_summary(request) {
+                Scripted::Answer(Answer::text(WRITTEN_SUMMARY))
+            } else {
+                let n = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Scripted::Answer(Answer::text(&format!("answer {n}")))
+            }
+        });
+    };
+    respond(&gateway.upstream);
+    let (path, tools) = match wire {
+        Wire::OpenAi => (
+            "/v1/chat/completions",
+            json!([{"type": "function", "function": {"name": "grep", "description": "search", "parameters": {"type": "object"}}}]),
+        ),
+        Wire::Anthropic => (
+            "/v1/messages",
+            json!([{"name": "grep", "description": "search", "input_schema": {"type": "object"}}]),
+        ),
+    };
+    let mut history: Vec<Value> = Vec::new();
+    let body = |history: &[Value]| {
+        let mut body =
+            json!({"model": "test-model", "max_tokens": 300, "tools": tools, "messages": history});
+        match wire {
+            Wire::OpenAi => body["messages"]
+                .as_array_mut()
+                .unwrap()
+                .insert(0, json!({"role": "system", "content": "You are terse."})),
+            Wire::Anthropic => body["system"] = json!("You are terse."),
+        }
+        body
+    };
+    let mut summarized_at = None;
+    for turn in 0..8 {
+        history.push(
+            json!({"role": "user", "content": format!("question {turn}: what is in src/lib.rs?")}),
+        );
+        let reply = reqwest::Client::new()
+            .post(format!("{}{path}", gateway.base))
+            .header("x-session-id", "cached")
+            .json(&body(&history))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+        let summary = reply.headers()["x-agent-host-summary"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let n: u64 = reply.headers()["x-agent-host-request"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let answer = answer_text(wire, &reply.text().await.unwrap());
+        history.push(json!({"role": "assistant", "content": answer}));
+        if summary == "created" {
+            summarized_at = Some(n);
+            break;
+        }
+    }
+    let n = summarized_at.expect("nine messages make a summary");
+    gateway.settle("cached").await;
+    let requests = gateway.upstream.requests();
+    let at = requests
+        .iter()
+        .position(asks_for_summary)
+        .expect("a summary request");
+    assert_eq!(
+        at + 1,
+        requests.len() - 1,
+        "the summary request came just before the turn's own"
+    );
+    let (last, asked) = (&requests[at - 1].body, &requests[at].body);
+    let sent = last["messages"].as_array().unwrap();
+    let reused = asked["messages"].as_array().unwrap();
+    assert_eq!(
+        reused[..sent.len()],
+        sent[..],
+        "the last request's messages, as they were"
+    );
+    // Then its answer (the span's last message), and the ask.
+    assert_eq!(reused.len(), sent.len() + 2);
+    assert_eq!(reused[sent.len()]["role"], "assistant");
+    assert!(reused[sent.len()].to_string().contains("answer "));
+    assert_eq!(asked["tools"], last["tools"]);
+    assert_eq!(asked["system"], last["system"]);
+    assert_eq!(asked["model"], last["model"]);
+    assert_eq!(asked["stream"], json!(false));
+    let ask = reused.last().unwrap();
+    assert_eq!(ask["role"], "user");
+    let ask = ask["content"].as_str().unwrap();
+    assert!(
+        ask.contains("## Files Modified") && !ask.contains("<span-end>"),
+        "{ask}"
+    );
+    if wire == Wire::Anthropic {
+        assert!(
+            last.to_string().contains("cache_control"),
+            "the breakpoints the last request had are in the reused prefix"
+        );
+    }
+    let record = gateway.record("cached", n).await;
+    let notes = record["notes"].to_string();
+    assert!(notes.contains("reused the last request"), "{notes}");
+    let stored = gateway.session("cached");
+    let summary = stored
+        .iter()
+        .find(|m| m.summary && m.text().contains("src/lib.rs"));
+    assert!(
+        summary.is_some(),
+        "the upstream's summary is the checkpoint's: {stored:#?}"
+    );
+
+    // After a restart nothing was sent for the session: a summary in its
+    // first request (ten messages more at once) is the classic request, to
+    // the same upstream.
+    let gateway = gateway.restart_with(config()).await;
+    respond(&gateway.upstream);
+    let before = gateway.upstream.requests().len();
+    for turn in 8..13 {
+        history.push(json!({"role": "user", "content": format!("question {turn}")}));
+        history.push(json!({"role": "assistant", "content": format!("reply {turn}")}));
+    }
+    history.push(json!({"role": "user", "content": "question 13"}));
+    let reply = reqwest::Client::new()
+        .post(format!("{}{path}", gateway.base))
+        .header("x-session-id", "cached")
+        .json(&body(&history))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    assert_eq!(reply.headers()["x-agent-host-summary"], "created");
+    let n: u64 = reply.headers()["x-agent-host-request"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    reply.bytes().await.unwrap();
+    gateway.settle("cached").await;
+    let requests = gateway.upstream.requests();
+    let asked = requests[before..]
+        .iter()
+        .find(|r| asks_for_summary(r))
+        .expect("a summary request");
+    assert!(
+        asked.body["tools"].is_null(),
+        "the classic request offers no tools"
+    );
+    let notes = gateway.record("cached", n).await["notes"].to_string();
+    assert!(
+        notes.contains("no request was sent upstream for the session since it was loaded"),
+        "{notes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summaries_reuse_the_last_chat_completions_request() {
+    summaries_reuse_the_last_request(Wire::OpenAi).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summaries_reuse_the_last_messages_request() {
+    summaries_reuse_the_last_request(Wire::Anthropic).await;
+}
+
+/// In front of an upstream that serves Responses itself: the upstream's
+/// encrypted reasoning comes back on the next request verbatim (the
+/// loopback upstream refuses it altered), built-in tools go through (and
+/// are refused, naming the tool, where the request would be translated),
+/// and the upstream's errors reach the client as it sent them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_upstream_gets_its_reasoning_and_tools_back() {
+    use agent_host_testkit::model_server::responses::encrypted_for;
+
+    let gateway = Gateway::start_responses_native().await;
+    gateway.upstream.push(
+        Answer::text("Sunny.")
+            .with_reasoning("Check the forecast.")
+            .into(),
+    );
+    gateway.upstream.push(Answer::text("Yes, all day.").into());
+    let tools = json!([{"type": "web_search"}]);
+    let (status, first) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "test-model", "input": "Weather in Lyon?", "tools": tools}),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    let id = first["id"].as_str().unwrap();
+    assert_eq!(
+        id.len(),
+        "resp_".len() + 48,
+        "a response id of this gateway: {id}"
+    );
+    assert_eq!(first["output"][0]["type"], "reasoning", "{first}");
+    assert_eq!(
+        first["store"], true,
+        "what the client asked, not what was sent"
+    );
+    let (status, second) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "test-model", "input": "All day?", "previous_response_id": id, "tools": tools}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["previous_response_id"], id);
+    assert_eq!(second["output"][0]["content"][0]["text"], "Yes, all day.");
+    let sent = gateway.upstream.requests();
+    assert_eq!(sent[1].body["tools"], tools);
+    let reasoning = sent[1].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] == "reasoning")
+        .cloned()
+        .expect("the reasoning item goes back");
+    assert_eq!(
+        reasoning["encrypted_content"],
+        encrypted_for("Check the forecast.")
+    );
+
+    // The upstream's own error, as it sent it.
+    let refusal = json!({"error": {"message": "Unsupported tool: web_search", "type": "invalid_request_error", "param": "tools", "code": null}});
+    gateway.upstream.push(Scripted::Status {
+        status: 400,
+        body: refusal.to_string(),
+        retry_after: None,
+    });
+    let (status, body) = post_to(
+        &gateway.base,
+        "/v1/responses",
+        json!({"model": "test-model", "input": "And tomorrow?", "previous_response_id": second["id"]}),
+    )
+    .await;
+    assert_eq!((status, body), (400, refusal));
+
+    // Translated, a built-in tool has nowhere to go.
+    let translated = Gateway::start(Wire::OpenAi).await;
+    let (status, body) = post_to(
+        &translated.base,
+        "/v1/responses",
+        json!({"model": "test-model", "input": "Weather?", "tools": [{"type": "function", "name": "f"}, {"type": "web_search"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`tools[1]`") && message.contains("web_search"),
+        "{message}"
+    );
+    assert!(translated.upstream.requests().is_empty());
 }

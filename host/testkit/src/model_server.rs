@@ -1,6 +1,6 @@
 //! A loopback model server that speaks the OpenAI Chat Completions and the
-//! Anthropic Messages wire formats, for tests of everything that calls a
-//! model.
+//! Anthropic Messages wire formats (and, beside Chat Completions, OpenAI
+//! Responses: [`responses`]), for tests of everything that calls a model.
 //!
 //! It checks requests the way the real APIs do (path, required fields, role
 //! order, tool call pairing, thinking signatures, unknown top-level fields on
@@ -35,6 +35,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+
+pub mod responses;
 
 /// Which wire format the server speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -368,7 +370,14 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     };
     let wire = shared.wire;
     let required_key = lock(&shared.required_key).clone();
-    if let Err((status, error)) = check(wire, &recorded, body.is_ok(), required_key.as_deref()) {
+    // OpenAI's Responses endpoint, beside Chat Completions.
+    let responses_api = wire == Wire::OpenAi && recorded.path == "/v1/responses";
+    let checked = if responses_api {
+        responses::check(&recorded, body.is_ok(), required_key.as_deref())
+    } else {
+        check(wire, &recorded, body.is_ok(), required_key.as_deref())
+    };
+    if let Err((status, error)) = checked {
         return write_body(
             &mut out,
             status,
@@ -401,14 +410,11 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         Scripted::Answer(answer) => {
             let id = format!("{number}");
             if recorded.streamed() {
-                let include_usage = recorded.body["stream_options"]["include_usage"] == true;
-                let events = match wire {
-                    Wire::OpenAi => openai_stream(&answer, &id, include_usage),
-                    Wire::Anthropic => anthropic_stream(&answer, &id),
-                };
+                let events = stream_events(wire, &recorded, &answer, &id);
                 write_stream(&mut out, &events)
             } else {
                 let body = match wire {
+                    _ if responses_api => responses::answer(&answer, &id, &recorded.body),
                     Wire::OpenAi => openai_answer(&answer, &id),
                     Wire::Anthropic => anthropic_answer(&answer, &id),
                 };
@@ -427,10 +433,7 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         Scripted::CutOff(answer) => {
             let id = format!("{number}");
             if recorded.streamed() {
-                let events = match wire {
-                    Wire::OpenAi => openai_stream(&answer, &id, true),
-                    Wire::Anthropic => anthropic_stream(&answer, &id),
-                };
+                let events = stream_events(wire, &recorded, &answer, &id);
                 // Half the events, then the connection closes without the
                 // chunked terminator.
                 write_stream_head(&mut out)?;
@@ -440,6 +443,7 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 Ok(())
             } else {
                 let body = match wire {
+                    _ if responses_api => responses::answer(&answer, &id, &recorded.body),
                     Wire::OpenAi => openai_answer(&answer, &id),
                     Wire::Anthropic => anthropic_answer(&answer, &id),
                 }
@@ -502,6 +506,9 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
 /// chunk when the request asked for it).
 fn stream_events(wire: Wire, recorded: &Recorded, answer: &Answer, id: &str) -> Vec<String> {
     match wire {
+        Wire::OpenAi if recorded.path == "/v1/responses" => {
+            responses::stream(answer, id, &recorded.body)
+        }
         Wire::OpenAi => {
             let include_usage = recorded.body["stream_options"]["include_usage"] == true;
             openai_stream(answer, id, include_usage)

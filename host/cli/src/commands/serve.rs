@@ -153,6 +153,7 @@ pub fn run(args: ServeArgs, settings: &Settings, out: &mut dyn Write) -> Result<
                     provider,
                     models: u.models.clone(),
                     default: u.default,
+                    responses: u.responses,
                 })
             })
             .collect::<Result<_>>()?,

@@ -222,18 +222,65 @@ fn check_item(item: &Value) -> Result<(), String> {
 
 fn check_tool(tool: &Value) -> Result<(), String> {
     match tool.get("type").and_then(Value::as_str) {
-        Some("function") => {}
-        Some(other) => {
+        Some("function") => match tool.get("name") {
+            Some(Value::String(name)) if !name.is_empty() => Ok(()),
+            _ => Err("a function tool needs a non-empty string `name`".to_owned()),
+        },
+        Some(_) => Ok(()),
+        None => Err("a tool needs a string `type`".to_owned()),
+    }
+}
+
+/// Whether a request's tools can be translated to another wire: only
+/// `function` tools can (the built-in ones, `web_search` and the like,
+/// exist only where the upstream serves Responses itself).
+pub(crate) fn check_translatable(body: &Map<String, Value>) -> Result<(), String> {
+    let tools = body.get("tools").and_then(Value::as_array);
+    for (index, tool) in tools.into_iter().flatten().enumerate() {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or_default();
+        if kind != "function" {
             return Err(format!(
-                "tools of type `{other}` are not supported by this gateway; only `function` tools are"
+                "`tools[{index}]`: tools of type `{kind}` are not supported in front of an upstream that does not serve OpenAI Responses itself; only `function` tools are translated (mark an upstream that serves it `responses = true`)"
             ));
         }
-        None => return Err("a tool needs a string `type`".to_owned()),
     }
-    match tool.get("name") {
-        Some(Value::String(name)) if !name.is_empty() => Ok(()),
-        _ => Err("a function tool needs a non-empty string `name`".to_owned()),
+    Ok(())
+}
+
+/// The request for an upstream that serves Responses itself: the client's
+/// own fields, with the view as its `input` (its instructions among it, as
+/// the system message they became) and nothing that would make the
+/// upstream add a conversation of its own (`previous_response_id`,
+/// `conversation`): the gateway sends the whole view each time, so the
+/// upstream keeps nothing (`store: false`) and hands back its reasoning
+/// encrypted (`include: ["reasoning.encrypted_content"]`) for the next
+/// request to carry.
+pub(crate) fn native_body(
+    request: &Map<String, Value>,
+    view: &[Message],
+) -> Result<Map<String, Value>, String> {
+    const DROPPED: [&str; 5] = [
+        "input",
+        "instructions",
+        "previous_response_id",
+        "conversation",
+        "store",
+    ];
+    let mut body: Map<String, Value> = request
+        .iter()
+        .filter(|(key, _)| !DROPPED.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let items = responses::to_items(view).map_err(|e| format!("cannot write the view: {e}"))?;
+    body.insert("input".into(), Value::Array(items));
+    body.insert("store".into(), json!(false));
+    let include = body.entry("include").or_insert_with(|| json!([]));
+    if let Some(include) = include.as_array_mut()
+        && !include.iter().any(|i| i == "reasoning.encrypted_content")
+    {
+        include.push(json!("reasoning.encrypted_content"));
     }
+    Ok(body)
 }
 
 /// The session a response id of this gateway holds.
@@ -544,6 +591,150 @@ impl Skeleton {
         );
         Value::Object(object)
     }
+}
+
+impl Skeleton {
+    /// Makes an upstream's response object this gateway's: its id, and
+    /// what the client asked that the upstream was not sent (the response
+    /// it continues, its conversation, whether it is stored).
+    pub(crate) fn adopt(&self, response: &mut Map<String, Value>) {
+        response.insert("id".into(), json!(self.id));
+        response.insert("previous_response_id".into(), json!(self.previous));
+        if let Some(id) = &self.conversation {
+            response.insert("conversation".into(), json!({ "id": id }));
+        }
+        if let Some(store) = self.echo.get("store") {
+            response.insert("store".into(), store.clone());
+        }
+    }
+}
+
+/// A Responses upstream's whole answer for the client: its response
+/// object [adopted](Skeleton::adopt); a body that is no object as it came.
+pub(crate) fn adopted(skeleton: &Skeleton, body: &[u8]) -> Bytes {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut response)) => {
+            skeleton.adopt(&mut response);
+            Bytes::from(Value::Object(response).to_string())
+        }
+        _ => Bytes::copy_from_slice(body),
+    }
+}
+
+/// The most bytes of one server-sent event held while it is incomplete
+/// (a `response.completed` event carries the whole answer).
+const MAX_EVENT: usize = 64 << 20;
+
+/// A Responses upstream's stream for the client: each event that carries
+/// the response object has it [adopted](Skeleton::adopt), every other
+/// event goes on as it came, byte for byte.
+pub(crate) struct Adopter {
+    skeleton: Skeleton,
+    pending: Vec<u8>,
+    sequence: u64,
+}
+
+impl Adopter {
+    pub(crate) fn new(skeleton: Skeleton) -> Adopter {
+        Adopter {
+            skeleton,
+            pending: Vec::new(),
+            sequence: 0,
+        }
+    }
+
+    /// The whole events `bytes` completes.
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Bytes {
+        self.pending.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(end) = event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..end).collect();
+            self.adopt_event(&event, &mut out);
+        }
+        if self.pending.len() > MAX_EVENT {
+            self.pending.clear();
+            out.extend_from_slice(&self.fail("an event of the upstream's stream is too large"));
+        }
+        Bytes::from(out)
+    }
+
+    /// What is left once the stream ended.
+    pub(crate) fn finish(&mut self) -> Bytes {
+        let rest = std::mem::take(&mut self.pending);
+        let mut out = Vec::new();
+        if !rest.iter().all(u8::is_ascii_whitespace) {
+            self.adopt_event(&rest, &mut out);
+        }
+        Bytes::from(out)
+    }
+
+    /// An `error` event saying why the stream ends early.
+    pub(crate) fn fail(&mut self, message: &str) -> Bytes {
+        let event = json!({
+            "type": "error",
+            "code": "upstream_error",
+            "message": message,
+            "param": null,
+            "sequence_number": self.sequence + 1,
+        });
+        Bytes::from(format!("event: error\ndata: {event}\n\n"))
+    }
+
+    fn adopt_event(&mut self, event: &[u8], out: &mut Vec<u8>) {
+        let Ok(text) = std::str::from_utf8(event) else {
+            out.extend_from_slice(event);
+            return;
+        };
+        let mut data = String::new();
+        let mut others = Vec::new();
+        for line in text.lines() {
+            match line.strip_prefix("data:") {
+                Some(d) => {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(d.strip_prefix(' ').unwrap_or(d));
+                }
+                None if !line.is_empty() => others.push(line),
+                None => {}
+            }
+        }
+        let Ok(Value::Object(mut value)) = serde_json::from_str::<Value>(&data) else {
+            out.extend_from_slice(event);
+            return;
+        };
+        if let Some(n) = value.get("sequence_number").and_then(Value::as_u64) {
+            self.sequence = n;
+        }
+        let Some(Value::Object(response)) = value.get_mut("response") else {
+            out.extend_from_slice(event);
+            return;
+        };
+        self.skeleton.adopt(response);
+        for line in others {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(Value::Object(value).to_string().as_bytes());
+        out.extend_from_slice(b"\n\n");
+    }
+}
+
+/// Where the first whole event of `bytes` ends (after its blank line).
+fn event_end(bytes: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\n' {
+            match bytes.get(i + 1) {
+                Some(b'\n') => return Some(i + 2),
+                Some(b'\r') if bytes.get(i + 2) == Some(&b'\n') => return Some(i + 3),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The status a finished reply gives its response.
@@ -959,9 +1150,15 @@ mod tests {
         ]});
         let e = read(body.as_object().unwrap()).unwrap_err();
         assert!(e.contains("`input[1]`") && e.contains("`name`"), "{e}");
+        // A built-in tool is read (an upstream that serves Responses takes
+        // it), and refused where it would be translated.
         let body = json!({"input": "hi", "tools": [{"type": "web_search"}]});
-        let e = read(body.as_object().unwrap()).unwrap_err();
+        assert!(read(body.as_object().unwrap()).is_ok());
+        let e = check_translatable(body.as_object().unwrap()).unwrap_err();
         assert!(e.contains("`tools[0]`") && e.contains("web_search"), "{e}");
+        let body = json!({"input": "hi", "tools": [{"name": "f"}]});
+        let e = read(body.as_object().unwrap()).unwrap_err();
+        assert!(e.contains("`tools[0]`") && e.contains("`type`"), "{e}");
         let body = json!({"input": [{"type": "message", "role": "robot", "content": "x"}]});
         let e = read(body.as_object().unwrap()).unwrap_err();
         assert!(e.contains("`input`") && e.contains("robot"), "{e}");
@@ -1021,5 +1218,85 @@ mod tests {
             })
             .collect();
         assert_eq!(numbers, (0..14).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(test)]
+mod adopting {
+    use super::*;
+
+    fn skeleton() -> Skeleton {
+        let mut echo = Map::new();
+        echo.insert("store".into(), json!(true));
+        Skeleton {
+            id: "resp_ours".into(),
+            created_at: 0,
+            model: "m".into(),
+            previous: Some("resp_before".into()),
+            conversation: None,
+            echo,
+        }
+    }
+
+    #[test]
+    fn only_events_with_a_response_object_are_rewritten_whatever_the_chunking() {
+        let stream = concat!(
+            "event: response.created\n",
+            "data: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_up\",\"store\":false}}\n\n",
+            "event: response.output_text.delta\r\n",
+            "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"Hi\"}\r\n\r\n",
+        );
+        for cut in [1, 7, 40, stream.len() - 1] {
+            let mut adopter = Adopter::new(skeleton());
+            let mut out = adopter.feed(&stream.as_bytes()[..cut]).to_vec();
+            out.extend_from_slice(&adopter.feed(&stream.as_bytes()[cut..]));
+            out.extend_from_slice(&adopter.finish());
+            let out = String::from_utf8(out).unwrap();
+            let (created, delta) = out.split_once("\n\n").unwrap();
+            assert!(
+                created.starts_with("event: response.created\ndata: {"),
+                "{out}"
+            );
+            let data: Value =
+                serde_json::from_str(created.split_once("data: ").unwrap().1).unwrap();
+            assert_eq!(data["response"]["id"], "resp_ours");
+            assert_eq!(data["response"]["previous_response_id"], "resp_before");
+            assert_eq!(data["response"]["store"], true);
+            // The delta, byte for byte.
+            assert_eq!(
+                delta,
+                &stream[stream.find("event: response.output_text").unwrap()..]
+            );
+            assert!(adopter.fail("gone").starts_with(b"event: error\ndata: {"));
+        }
+    }
+
+    #[test]
+    fn a_whole_answer_is_adopted_and_a_body_that_is_no_object_left_alone() {
+        let body = adopted(&skeleton(), br#"{"id":"resp_up","output":[]}"#);
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["id"], "resp_ours");
+        assert_eq!(&adopted(&skeleton(), b"[1]")[..], b"[1]");
+    }
+
+    #[test]
+    fn the_native_request_carries_the_view_and_asks_the_upstream_to_keep_nothing() {
+        let request = json!({
+            "model": "m", "input": "old", "instructions": "be brief",
+            "previous_response_id": "resp_x", "store": true,
+            "include": ["file_search_call.results"], "tools": [{"type": "web_search"}],
+        });
+        let view = [Message::system("be brief"), Message::user("hi")];
+        let body = native_body(request.as_object().unwrap(), &view).unwrap();
+        assert_eq!(body["store"], false);
+        assert!(!body.contains_key("previous_response_id") && !body.contains_key("instructions"));
+        assert_eq!(
+            body["include"],
+            json!(["file_search_call.results", "reasoning.encrypted_content"])
+        );
+        assert_eq!(body["tools"], request["tools"]);
+        let input = body["input"].as_array().unwrap();
+        assert_eq!(input.len(), 2);
+        assert_eq!(input[0]["role"], "system");
     }
 }
