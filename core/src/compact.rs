@@ -303,22 +303,42 @@ pub fn plan_counted(
     if span == 0 {
         return Err(NoPlan::NothingBeforeKeptTurns { trigger });
     }
-    let oversized_limit = (f64::from(context_limit) * config.oversized_fraction) as u64;
-    let oversized: Vec<usize> = (0..span)
-        .filter(|&i| u64::from(messages[i].tokens(counter)) > oversized_limit)
-        .collect();
-    let max_part = u64::from(config.max_part_tokens.unwrap_or(context_limit / 2).max(1));
-    let parts = split_parts(&messages[..span], &oversized, max_part, counter);
-    if parts.is_empty() {
-        return Err(NoPlan::NothingSummarizable { trigger });
+    let plan = SummaryPlan::of_span(&messages[..span], trigger, context_limit, config, counter);
+    if plan.parts.is_empty() {
+        return Err(NoPlan::NothingSummarizable {
+            trigger: plan.trigger,
+        });
     }
-    Ok(SummaryPlan {
-        trigger,
-        span,
-        parts,
-        oversized,
-        part_tokens: max_part,
-    })
+    Ok(plan)
+}
+
+impl SummaryPlan {
+    /// The plan for summarizing all of `span` (no turns kept back): its
+    /// messages too large to summarize left out, the rest in parts of at
+    /// most [`SummaryConfig::max_part_tokens`] (half the window unless
+    /// set). A summarizer that was handed a whole span and cannot read it
+    /// at once plans its parts with this.
+    pub fn of_span(
+        span: &[Message],
+        trigger: Trigger,
+        context_limit: u32,
+        config: &SummaryConfig,
+        counter: &dyn TokenCounter,
+    ) -> SummaryPlan {
+        let oversized_limit = (f64::from(context_limit) * config.oversized_fraction) as u64;
+        let oversized: Vec<usize> = (0..span.len())
+            .filter(|&i| u64::from(span[i].tokens(counter)) > oversized_limit)
+            .collect();
+        let max_part = u64::from(config.max_part_tokens.unwrap_or(context_limit / 2).max(1));
+        let parts = split_parts(span, &oversized, max_part, counter);
+        SummaryPlan {
+            trigger,
+            span: span.len(),
+            parts,
+            oversized,
+            part_tokens: max_part,
+        }
+    }
 }
 
 /// The index where the last `turns` turns start (a turn starts at a user

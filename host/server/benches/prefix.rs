@@ -9,7 +9,9 @@
 //! would hold them) through the gateway in front of the loopback model
 //! server, which answers each request with the conversation's own next
 //! answer. A turn counts as stable when the upstream's `messages` of the
-//! previous request are a prefix of this request's.
+//! previous request are a prefix of this request's. With summaries by the
+//! model, it also counts the summary requests and those that start with
+//! the previous turn's prompt (what the provider's cache serves).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,6 +54,9 @@ fn main() {
     }
     sessions.retain(|s| !s.is_empty());
 
+    // `cargo bench --bench prefix -- model` runs the cases whose name holds
+    // `model`.
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -78,6 +83,9 @@ fn main() {
             SummarizerChoice::Llm,
         ),
     ] {
+        if only.as_deref().is_some_and(|only| !name.contains(only)) {
+            continue;
+        }
         let mut pipeline = PipelineConfig::default();
         pipeline.budget = BudgetConfig {
             context_limit: 16_000,

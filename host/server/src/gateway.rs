@@ -1271,7 +1271,10 @@ async fn prepare(
                 upstream.provider.with_model(&model),
                 &upstream.name,
                 hot.last_prompt(),
-                config.pipeline.budget.context_limit,
+                (
+                    config.pipeline.budget.context_limit,
+                    config.pipeline.summary.clone().unwrap_or_default(),
+                ),
                 config.extractive_fallback,
             ))
         });

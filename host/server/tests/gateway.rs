@@ -2539,7 +2539,8 @@ async fn summaries_reuse_the_last_request(wire: Wire) {
         .unwrap()
         .parse()
         .unwrap();
-    reply.bytes().await.unwrap();
+    let answer = answer_text(wire, &reply.text().await.unwrap());
+    history.push(json!({"role": "assistant", "content": answer}));
     gateway.settle("cached").await;
     let requests = gateway.upstream.requests();
     let asked = requests[before..]
@@ -2555,6 +2556,72 @@ async fn summaries_reuse_the_last_request(wire: Wire) {
         notes.contains("no request was sent upstream for the session since it was loaded"),
         "{notes}"
     );
+
+    // An upstream that refuses the reused request: the classic one follows,
+    // and the record says why.
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    gateway.upstream.respond_with(move |request| {
+        let last = request.body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].to_string())
+            .unwrap_or_default();
+        if last.contains("Stop here: do not answer") {
+            Scripted::Status {
+                status: 400,
+                body: json!({"error": {"message": "too long", "type": "invalid_request_error"}})
+                    .to_string(),
+                retry_after: None,
+            }
+        } else if asks_for_summary(request) {
+            Scripted::Answer(Answer::text(WRITTEN_SUMMARY))
+        } else {
+            let n = n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Scripted::Answer(Answer::text(&format!("later {n}")))
+        }
+    });
+    let before = gateway.upstream.requests().len();
+    let mut refused = None;
+    for turn in 14..30 {
+        history.push(json!({"role": "user", "content": format!("question {turn}")}));
+        let reply = reqwest::Client::new()
+            .post(format!("{}{path}", gateway.base))
+            .header("x-session-id", "cached")
+            .json(&body(&history))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200);
+        let summary = reply.headers()["x-agent-host-summary"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let n: u64 = reply.headers()["x-agent-host-request"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let answer = answer_text(wire, &reply.text().await.unwrap());
+        history.push(json!({"role": "assistant", "content": answer}));
+        if summary == "created" {
+            refused = Some(n);
+            break;
+        }
+    }
+    let n = refused.expect("a third summary");
+    gateway.settle("cached").await;
+    let asked: Vec<_> = gateway.upstream.requests()[before..]
+        .iter()
+        .filter(|r| asks_for_summary(r))
+        .map(|r| r.body["tools"].is_null())
+        .collect();
+    let notes = gateway.record("cached", n).await["notes"].to_string();
+    assert_eq!(
+        asked,
+        [false, true],
+        "the refused reuse, then the classic request: {notes}"
+    );
+    assert!(notes.contains("refused it with status 400"), "{notes}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,13 +12,18 @@
 //! classic request (the instructions as a system prompt, the span rendered
 //! as text) shares nothing with the conversation and is read in full.
 //!
-//! The classic request still goes (to the same upstream and model) when the
-//! reuse cannot work, and the request record's notes say why: no request
-//! was sent for the session since the server started (or since it was last
-//! in memory), the last one went to another upstream or model, the span
-//! holds messages the last request did not carry, the span was too long
-//! for one call (parts and merges), or the upstream refused the request or
-//! answered without text.
+//! The span comes whole (the summarizer [reads whole
+//! spans](Summarizer::reads_whole_spans) when the reuse can work): the last
+//! request carried it and fit the window, so one request summarizes it,
+//! where the classic way needs a request per part of the span and merges.
+//!
+//! The classic requests still go (to the same upstream and model; the span
+//! in parts as the pipeline would cut it, then merges) when the reuse
+//! cannot work, and the request record's notes say why: no request was sent
+//! for the session since the server started (or since it was last in
+//! memory), the last one went to another upstream or model, the span holds
+//! messages the last request did not carry, or the upstream refused the
+//! request or answered without text.
 //!
 //! The reused request carries what the processors made of the messages
 //! (`redact-secrets`' placeholders, not the secrets): the upstream reads
@@ -29,6 +34,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use agent_host_core::compact::{self, SummaryConfig, SummaryPlan, Trigger};
 use agent_host_core::summarize::{Summarizer, SummaryError, SummaryRequest};
 use agent_host_core::tokens::{HeuristicCounter, TokenCounter};
 use agent_host_core::{Message, Role};
@@ -76,6 +82,8 @@ pub(crate) struct CachedSummarizer {
     /// The session's last request, when it went to this upstream and model.
     last: Result<Arc<SentPrompt>, String>,
     classic: LlmSummarizer,
+    /// How the classic requests cut a span, and the window they fit in.
+    parts: (SummaryConfig, u32),
     /// The reused requests' part of what was spent.
     reused: Mutex<Calls>,
     outcome: Mutex<Reuse>,
@@ -85,13 +93,14 @@ impl CachedSummarizer {
     /// A summarizer sending to `provider` (the request's upstream, asking
     /// for its model), reusing `last` (the session's last request) when it
     /// went to `upstream` and the same model. `context_limit` bounds a
-    /// request and its answer; `fallback` lets the extractive summarizer
-    /// stand in when the model fails.
+    /// request and its answer; `config` says how the classic requests cut
+    /// a span into parts; `fallback` lets the extractive summarizer stand
+    /// in when the model fails.
     pub(crate) fn new(
         provider: Provider,
         upstream: &str,
         last: Option<Arc<SentPrompt>>,
-        context_limit: u32,
+        (context_limit, config): (u32, SummaryConfig),
         fallback: bool,
     ) -> CachedSummarizer {
         let model = provider.settings().model.clone();
@@ -112,6 +121,7 @@ impl CachedSummarizer {
             handle,
             last,
             classic,
+            parts: (config, context_limit),
             reused: Mutex::new(Calls::default()),
             outcome: Mutex::new(Reuse::Unasked),
         }
@@ -225,12 +235,47 @@ impl Summarizer for CachedSummarizer {
             }
             Err(why) => {
                 tracing::info!(
-                    "the summary request cannot reuse the last one ({why}); sending the classic one"
+                    "the summary request cannot reuse the last one ({why}); sending the classic ones"
                 );
                 self.settle(Reuse::Classic(why));
-                self.classic.summarize(request)
+                self.classic_whole(request)
             }
         }
+    }
+
+    /// Whole spans, while the last request can be reused: it carried the
+    /// span and fit the window.
+    fn reads_whole_spans(&self) -> bool {
+        self.last.is_ok()
+    }
+}
+
+impl CachedSummarizer {
+    /// The classic requests for a span handed over whole: in parts, then
+    /// merged, as the pipeline cuts a span for a model that cannot read
+    /// it at once.
+    fn classic_whole(&self, request: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+        if !self.reads_whole_spans() || !request.partials.is_empty() {
+            return self.classic.summarize(request);
+        }
+        let (config, context_limit) = &self.parts;
+        let counter = HeuristicCounter::default();
+        let plan = SummaryPlan::of_span(
+            request.messages,
+            Trigger::Forced,
+            *context_limit,
+            config,
+            &counter,
+        );
+        compact::summarize(
+            request.messages,
+            &plan,
+            request.previous,
+            &self.classic,
+            request.max_words,
+            None,
+            &counter,
+        )
     }
 }
 
