@@ -20,7 +20,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools="${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/js"
-wit="$here/../../wit/v0.1.0"
+wit="$here/../../wit/v0.2.0"
 
 if [ $# -lt 2 ]; then
     echo "usage: $0 ENTRY.js OUT.wasm [--backend quickjs|spidermonkey]" >&2
@@ -44,9 +44,13 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 
 # One module: the host's interface stays an import, everything else is in.
+# An entry written for contract 0.1.0 imports `agent-host:history/host@0.1.0`;
+# the host interface is the same in 0.2.0, so that import is renamed (the SDK
+# takes both shapes of `process`), and the component speaks 0.2.0.
 "$tools/node_modules/.bin/rolldown" "$entry" --format esm --platform neutral \
-    --external 'agent-host:history/host@0.1.0' --file "$work/bundle.js" \
-    --log-level warn >&2
+    --external 'agent-host:history/host@0.2.0' --external 'agent-host:history/host@0.1.0' \
+    --file "$work/bundle.js" --log-level warn >&2
+sed -i 's#agent-host:history/host@0\.1\.0#agent-host:history/host@0.2.0#g' "$work/bundle.js"
 
 case "$backend" in
 quickjs)
