@@ -40,6 +40,7 @@ from agent_host_guest import (  # noqa: E402
     parse_config,
 )
 from agent_host_guest import testing  # noqa: E402
+from agent_host_guest.history import header_of  # noqa: E402
 
 host.echo = False
 
@@ -196,6 +197,33 @@ def to_item(v: Dict[str, Any]):
     return Item_Insert(to_message(v["insert"]))
 
 
+class HostHistory:
+    """A stand-in for the host's history resource: the headers worked out as
+    the host does (a result answers the nearest earlier call with its id),
+    the messages handed out and counted."""
+
+    def __init__(self, messages):
+        calls = {}
+        self.header_list = []
+        for i, m in enumerate(messages):
+            answers = calls.get(m.tool_call_id) if m.role == Role.TOOL and m.tool_call_id is not None else None
+            for c in m.tool_calls:
+                calls[c.id] = i
+            self.header_list.append(header_of(m, answers))
+        self.message_list = messages
+        self.fetched = 0
+
+    def len(self):
+        return len(self.message_list)
+
+    def headers(self, start, end):
+        return self.header_list[start:end]
+
+    def messages(self, start, end):
+        self.fetched += 1
+        return self.message_list[start:end]
+
+
 def all_cases():
     files = sorted(CASES.glob("*.json"))
     if not files:
@@ -232,11 +260,22 @@ class Cases(unittest.TestCase):
         self.assertTrue(all(counts.values()), f"every kind of case ran: {counts}")
 
     def run_edits(self, case, at, counts):
+        """Runs an edits case twice: over a history given whole, and over a
+        stand-in for the host's history resource (contract 0.2.0)."""
         expect = keys(case["expect"], ["items", "loaded", "tool_callers", "error"], "expect")
         if "config" in case and "config_text" in case:
             raise AssertionError(f"{at}: config or config_text, not both")
         text = case["config_text"] if "config_text" in case else json.dumps(case.get("config", {}))
-        history = History(testing.context(text), [to_message(m) for m in case["history"]])
+        for from_host in (False, True):
+            where = f"{at} ({'from the host' if from_host else 'given whole'})"
+            self.run_once(case, expect, text, from_host, where)
+        counts["errors" if "error" in expect else "edits"] += 1
+
+    def run_once(self, case, expect, text, from_host, at):
+        messages = [to_message(m) for m in case["history"]]
+        source = HostHistory(messages)
+        ctx = testing.context(text)
+        history = History.from_host(ctx, source) if from_host else History(ctx, messages)
         try:
             config = read_config(text)
             Conformance().process(history, config)
@@ -250,16 +289,16 @@ class Cases(unittest.TestCase):
             kind = "bad-config" if isinstance(error, BadConfig) else "failed"
             self.assertEqual(kind, want["kind"], f"{at}: {error.message}")
             self.assertIn(want["contains"], error.message, at)
-            counts["errors"] += 1
             return
         if error is not None:
             raise AssertionError(f"{at}: {type(error).__name__}: {error.message}")
         self.assertEqual(items, [to_item(i) for i in expect["items"]], at)
         if "loaded" in expect:
             self.assertEqual(history.is_loaded(), expect["loaded"], f"{at}: loaded")
+            if from_host:
+                self.assertEqual(source.fetched, 1 if expect["loaded"] else 0, f"{at}: fetches")
         if "tool_callers" in expect:
             self.assertEqual(history.tool_callers(), expect["tool_callers"], f"{at}: tool_callers")
-        counts["edits"] += 1
 
 
 if __name__ == "__main__":
