@@ -314,7 +314,12 @@ bool exports_agent_host_history_processor_process(
     ahg_history *h = ahg_history_from_source(&c, headers, len, fetch_messages, src);
 
     ahg_error e = {AHG_OK, NULL};
-    if (ahg_history_process(h, &e) != 0) {
+    int rc = ahg_history_process(h, &e);
+    /* The answer needs nothing more from the host's history, and the
+     * component model requires a borrowed handle to be dropped before the
+     * export returns (wasmtime refuses the call otherwise). */
+    agent_host_history_types_history_drop_borrow(history);
+    if (rc != 0) {
         err->tag = e.kind == AHG_BAD_CONFIG ? AGENT_HOST_HISTORY_TYPES_ERROR_BAD_CONFIG
                                             : AGENT_HOST_HISTORY_TYPES_ERROR_FAILED;
         err->val.bad_config = to_wit(ahg_cstr(e.message ? e.message : "failed"));

@@ -20,7 +20,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools="${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/js"
-wit="$here/../../wit/v0.2.0"
+# Contract 0.1.0, not 0.2.0: componentize-qjs (0.4.5, the newest) never
+# drops the borrowed `history` handle that a 0.2.0 `process` receives, so
+# wasmtime refuses every such call ("borrow handles still remain at the end
+# of the call"). The SDK takes either shape of `process`, so a later build
+# can move to wit/v0.2.0 without a change to any processor.
+wit="$here/../../wit/v0.1.0"
 
 if [ $# -lt 2 ]; then
     echo "usage: $0 ENTRY.js OUT.wasm [--backend quickjs|spidermonkey]" >&2
@@ -44,13 +49,12 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 
 # One module: the host's interface stays an import, everything else is in.
-# An entry written for contract 0.1.0 imports `agent-host:history/host@0.1.0`;
-# the host interface is the same in 0.2.0, so that import is renamed (the SDK
-# takes both shapes of `process`), and the component speaks 0.2.0.
+# The host interface is the same in 0.1.0 and 0.2.0, so an entry may import
+# either version; the import is renamed to the version built.
 "$tools/node_modules/.bin/rolldown" "$entry" --format esm --platform neutral \
-    --external 'agent-host:history/host@0.2.0' --external 'agent-host:history/host@0.1.0' \
+    --external 'agent-host:history/host@0.1.0' --external 'agent-host:history/host@0.2.0' \
     --file "$work/bundle.js" --log-level warn >&2
-sed -i 's#agent-host:history/host@0\.1\.0#agent-host:history/host@0.2.0#g' "$work/bundle.js"
+sed -i 's#agent-host:history/host@0\.2\.0#agent-host:history/host@0.1.0#g' "$work/bundle.js"
 
 case "$backend" in
 quickjs)

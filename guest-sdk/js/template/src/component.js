@@ -1,7 +1,7 @@
 // The component's entry: exports the processor through the WIT interface and
 // hands the SDK the host's imports. `build.sh` bundles this file, the
 // processor and the SDK into one module, then makes the component.
-import * as host from "agent-host:history/host@0.2.0";
+import * as host from "agent-host:history/host@0.1.0";
 import { exportProcessor } from "agent-host-guest";
 import definition from "./processor.js";
 
