@@ -2,7 +2,8 @@
 //! built, so that `processor new --lang python|js|c` works from an installed
 //! binary, far from any checkout: they are written once per version into
 //! the tools folder, laid out as in the checkout (`guest-sdk/<lang>/`,
-//! `wit/v0.2.0/`, the contract the SDKs build against), which the SDKs'
+//! `wit/v0.2.0/`, the contract the SDKs build against, and `wit/v0.1.0/`,
+//! which JavaScript's QuickJS backend still builds), which the SDKs'
 //! scripts expect.
 
 use std::path::{Path, PathBuf};
@@ -159,6 +160,11 @@ const FILES: &[(&str, &str, bool)] = &[
         true,
     ),
     (
+        "wit/v0.1.0/history.wit",
+        include_str!("../../../wit/v0.1.0/history.wit"),
+        false,
+    ),
+    (
         "wit/v0.2.0/history.wit",
         include_str!("../../../wit/v0.2.0/history.wit"),
         false,
@@ -275,6 +281,7 @@ mod tests {
             "guest-sdk/python",
             "guest-sdk/js",
             "guest-sdk/c",
+            "wit/v0.1.0",
             "wit/v0.2.0",
         ]
         .iter()
@@ -318,6 +325,7 @@ mod tests {
                 "{lang}"
             );
         }
+        assert!(root.join("wit/v0.1.0/history.wit").is_file());
         assert!(root.join("wit/v0.2.0/history.wit").is_file());
         #[cfg(unix)]
         {
