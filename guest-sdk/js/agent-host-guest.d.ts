@@ -151,7 +151,7 @@ export interface ProcessorDefinition<C> {
 /** Declares a processor. */
 export function defineProcessor<C>(definition: ProcessorDefinition<C>): Readonly<Required<ProcessorDefinition<C>>>;
 
-/** The host's imports (`agent-host:history/host@0.2.0`). */
+/** The host's imports (`agent-host:history/host`, 0.1.0 or 0.2.0: the same functions). */
 export interface HostImports {
   log(level: Level, text: string): void;
   estimateTokens(text: string): number;

@@ -15,8 +15,10 @@
 // The contract is wit/v0.2.0/history.wit: the host lends the history as a
 // resource, whose headers the SDK reads at once and whose whole messages it
 // fetches on first read (a processor working on headers alone pays for no
-// text). The shapes are those componentize-qjs and componentize-js give
-// JavaScript: records are objects with camelCase
+// text). A component built with QuickJS (componentize-qjs, which never drops
+// that borrowed resource) speaks 0.1.0 instead and receives the list; the
+// SDK gives the processor the same `History` either way. The shapes are
+// those componentize-qjs and componentize-js give JavaScript: records are objects with camelCase
 // keys (`toolCalls`, `toolCallId`), variants are `{tag, val}`, enums are
 // strings (`"user"`), flags are objects of booleans, and `option<T>` is the
 // value or `null` (componentize-js gives `undefined`; both are accepted).
@@ -923,10 +925,11 @@ function processWith(definition, context, input) {
 
 /**
  * The component's `processor` export for `definition`, calling `imports`
- * (the `agent-host:history/host@0.2.0` module) for the log and estimates.
+ * (the `agent-host:history/host` module: `@0.1.0` or `@0.2.0`, the same
+ * functions) for the log and estimates.
  * The component's entry file is these three lines:
  *
- *   import * as host from "agent-host:history/host@0.2.0";
+ *   import * as host from "agent-host:history/host@0.1.0";
  *   import { exportProcessor } from "agent-host-guest";
  *   import definition from "./processor.js";
  *   export const processor = exportProcessor(definition, host);
