@@ -77,7 +77,14 @@ typedef struct insert {
 
 struct ahg_history {
     ahg_run_context ctx;
+    /* The whole messages once fetched (NULL before), and where they come
+     * from: `unread` (given whole) or `fetch` over `source` (the host). */
     ahg_message *messages;
+    ahg_message *unread;
+    ahg_fetch_fn fetch;
+    void *source;
+    /* The input's headers, always there. */
+    ahg_header *headers;
     size_t len;
     bool *dropped;
     bool *changed;
@@ -85,8 +92,7 @@ struct ahg_history {
     size_t inserts_len, inserts_cap;
     block *blocks;
     /* Which message's call each input result answers (NO_CALLER for none), as
-     * in the input: worked out on first use, and always before the first
-     * change (ahg_edit), since an edit may take calls out. */
+     * in the input: from the headers' `answers`. */
     size_t *callers;
 };
 
@@ -262,16 +268,123 @@ void ahg_buf_free(ahg_buf *b) {
     b->len = b->cap = 0;
 }
 
-ahg_history *ahg_history_new(const ahg_run_context *ctx, ahg_message *messages, size_t len) {
+static uint64_t hash_str(ahg_str s);
+
+/* UTF-8 bytes as the host counts them (u32, saturated). */
+static uint32_t len32(size_t n) { return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n; }
+
+ahg_header ahg_header_of(const ahg_message *m) {
+    ahg_header out;
+    memset(&out, 0, sizeof out);
+    out.role = m->role;
+    out.flags = m->flags;
+    out.tokens = m->tokens;
+    out.has_timestamp = m->has_timestamp;
+    out.timestamp = m->timestamp;
+    out.tool_calls = len32(m->tool_calls_len);
+    out.parts = len32(m->parts_len);
+    out.content_bytes = len32(m->content.len);
+    out.has_reasoning_bytes = m->has_reasoning;
+    out.reasoning_bytes = m->has_reasoning ? len32(m->reasoning.text.len) : 0;
+    out.metadata_bytes = m->metadata.some ? len32(m->metadata.str.len) : 0;
+    out.has_usage = m->has_usage;
+    out.usage = m->usage;
+    return out;
+}
+
+/* The headers of messages given whole, with the host's rule for `answers`:
+ * one pass with a table from call id to the message that made the call last,
+ * so a result answers the nearest earlier call with its id. */
+static ahg_header *headers_of(ahg_history *h, const ahg_message *messages, size_t len) {
+    ahg_header *headers = ahg_alloc(h, (len + 1) * sizeof *headers);
+    size_t calls = 0;
+    for (size_t i = 0; i < len; i++) calls += messages[i].tool_calls_len;
+    size_t cap = 8;
+    while (cap < calls * 2) cap *= 2;
+    typedef struct slot {
+        ahg_str id;
+        size_t at;
+        bool used;
+    } slot;
+    slot *table = calloc(cap, sizeof *table);
+    if (!table) abort();
+    for (size_t i = 0; i < len; i++) {
+        const ahg_message *m = &messages[i];
+        headers[i] = ahg_header_of(m);
+        if (m->role == AHG_ROLE_TOOL && m->tool_call_id.some) {
+            ahg_str id = m->tool_call_id.str;
+            for (size_t k = hash_str(id) & (cap - 1); table[k].used; k = (k + 1) & (cap - 1)) {
+                if (ahg_str_eq(table[k].id, id)) {
+                    headers[i].has_answers = true;
+                    headers[i].answers = (uint32_t)table[k].at;
+                    break;
+                }
+            }
+        }
+        for (size_t c = 0; c < m->tool_calls_len; c++) {
+            ahg_str id = m->tool_calls[c].id;
+            size_t k = hash_str(id) & (cap - 1);
+            while (table[k].used && !ahg_str_eq(table[k].id, id)) k = (k + 1) & (cap - 1);
+            table[k].used = true;
+            table[k].id = id;
+            table[k].at = i;
+        }
+    }
+    free(table);
+    return headers;
+}
+
+static ahg_history *history_with(const ahg_run_context *ctx, size_t len) {
     ahg_history *h = calloc(1, sizeof *h);
     if (!h) abort();
     h->ctx = *ctx;
-    h->messages = messages;
     h->len = len;
     h->dropped = ahg_alloc(h, len ? len : 1);
     h->changed = ahg_alloc(h, len ? len : 1);
     return h;
 }
+
+static void link_callers(ahg_history *h) {
+    h->callers = ahg_alloc(h, (h->len + 1) * sizeof *h->callers);
+    for (size_t i = 0; i < h->len; i++) {
+        const ahg_header *x = &h->headers[i];
+        h->callers[i] = x->has_answers && x->answers < h->len ? x->answers : NO_CALLER;
+    }
+}
+
+ahg_history *ahg_history_new(const ahg_run_context *ctx, ahg_message *messages, size_t len) {
+    ahg_history *h = history_with(ctx, len);
+    h->unread = messages;
+    h->headers = headers_of(h, messages, len);
+    link_callers(h);
+    return h;
+}
+
+ahg_history *ahg_history_from_source(const ahg_run_context *ctx, ahg_header *headers, size_t len,
+                                     ahg_fetch_fn fetch, void *source) {
+    ahg_history *h = history_with(ctx, len);
+    h->headers = headers;
+    h->fetch = fetch;
+    h->source = source;
+    link_callers(h);
+    return h;
+}
+
+/* The whole messages, fetched on first use. */
+static ahg_message *load(const ahg_history *ch) {
+    ahg_history *h = (ahg_history *)ch;
+    if (!h->messages) {
+        h->messages = h->fetch ? h->fetch(h, h->source) : h->unread;
+        /* A history given no messages (a native run's storage) still counts
+         * as fetched. */
+        if (!h->messages) h->messages = ahg_alloc(h, sizeof *h->messages);
+    }
+    return h->messages;
+}
+
+bool ahg_is_loaded(const ahg_history *h) { return h->messages != NULL; }
+
+const ahg_header *ahg_headers(const ahg_history *h) { return h->headers; }
 
 void ahg_history_free(ahg_history *h) {
     if (!h) return;
@@ -293,7 +406,30 @@ static void check_index(const ahg_history *h, size_t index) {
 size_t ahg_len(const ahg_history *h) { return h->len; }
 
 const ahg_message *ahg_get(const ahg_history *h, size_t index) {
-    return index < h->len ? &h->messages[index] : NULL;
+    return index < h->len ? &load(h)[index] : NULL;
+}
+
+ahg_header ahg_header_at(const ahg_history *h, size_t index) {
+    check_index(h, index);
+    if (!h->changed[index]) return h->headers[index];
+    ahg_header out = ahg_header_of(&h->messages[index]);
+    out.has_answers = h->headers[index].has_answers;
+    out.answers = h->headers[index].answers;
+    return out;
+}
+
+size_t ahg_retain_headers(ahg_history *h, bool (*keep)(const ahg_header *header, void *arg),
+                          void *arg) {
+    size_t dropped = 0;
+    for (size_t i = 0; i < h->len; i++) {
+        if (h->dropped[i]) continue;
+        ahg_header x = ahg_header_at(h, i);
+        if (!keep(&x, arg)) {
+            h->dropped[i] = true;
+            dropped++;
+        }
+    }
+    return dropped;
 }
 
 const ahg_run_context *ahg_context(const ahg_history *h) { return &h->ctx; }
@@ -324,13 +460,11 @@ void ahg_drop(ahg_history *h, size_t index) {
     h->dropped[index] = true;
 }
 
-static void find_callers(ahg_history *h);
-
 ahg_message *ahg_edit(ahg_history *h, size_t index) {
     check_index(h, index);
-    find_callers(h);
+    ahg_message *messages = load(h);
     h->changed[index] = true;
-    return &h->messages[index];
+    return &messages[index];
 }
 
 void ahg_replace(ahg_history *h, size_t index, const ahg_message *m) {
@@ -394,11 +528,17 @@ bool ahg_starts_turn(const ahg_message *m) {
     return m->role == AHG_ROLE_USER && !(m->flags & AHG_FLAG_SYNTHETIC);
 }
 
+/* Whether message `i` starts a turn as it is now, read from its header. */
+static bool starts_turn_at(const ahg_history *h, size_t i) {
+    ahg_header x = ahg_header_at(h, i);
+    return x.role == AHG_ROLE_USER && !(x.flags & AHG_FLAG_SYNTHETIC);
+}
+
 const size_t *ahg_turn_starts(ahg_history *h, size_t *count) {
     size_t *starts = ahg_alloc(h, (h->len + 1) * sizeof *starts);
     size_t n = 0;
     for (size_t i = 0; i < h->len; i++) {
-        if (!h->dropped[i] && ahg_starts_turn(&h->messages[i])) starts[n++] = i;
+        if (!h->dropped[i] && starts_turn_at(h, i)) starts[n++] = i;
     }
     *count = n;
     return starts;
@@ -410,50 +550,8 @@ static uint64_t hash_str(ahg_str s) {
     return x;
 }
 
-/* One pass over the input with a table from call id to the message that made
- * the call last: a result answers the nearest earlier call with its id. */
-static void find_callers(ahg_history *h) {
-    if (h->callers) return;
-    size_t *callers = ahg_alloc(h, (h->len + 1) * sizeof *callers);
-    size_t calls = 0;
-    for (size_t i = 0; i < h->len; i++) calls += h->messages[i].tool_calls_len;
-    size_t cap = 8;
-    while (cap < calls * 2) cap *= 2;
-    typedef struct slot {
-        ahg_str id;
-        size_t at;
-        bool used;
-    } slot;
-    slot *table = calloc(cap, sizeof *table);
-    if (!table) abort();
-    for (size_t i = 0; i < h->len; i++) {
-        const ahg_message *m = &h->messages[i];
-        callers[i] = NO_CALLER;
-        if (m->role == AHG_ROLE_TOOL && m->tool_call_id.some) {
-            ahg_str id = m->tool_call_id.str;
-            for (size_t k = hash_str(id) & (cap - 1); table[k].used; k = (k + 1) & (cap - 1)) {
-                if (ahg_str_eq(table[k].id, id)) {
-                    callers[i] = table[k].at;
-                    break;
-                }
-            }
-        }
-        for (size_t c = 0; c < m->tool_calls_len; c++) {
-            ahg_str id = m->tool_calls[c].id;
-            size_t k = hash_str(id) & (cap - 1);
-            while (table[k].used && !ahg_str_eq(table[k].id, id)) k = (k + 1) & (cap - 1);
-            table[k].used = true;
-            table[k].id = id;
-            table[k].at = i;
-        }
-    }
-    free(table);
-    h->callers = callers;
-}
-
 bool ahg_tool_caller(ahg_history *h, size_t index, size_t *caller) {
     check_index(h, index);
-    find_callers(h);
     if (h->callers[index] == NO_CALLER) return false;
     if (caller) *caller = h->callers[index];
     return true;
@@ -462,18 +560,17 @@ bool ahg_tool_caller(ahg_history *h, size_t index, size_t *caller) {
 size_t ahg_keep_last_turns(ahg_history *h, size_t turns) {
     size_t total = 0;
     for (size_t i = 0; i < h->len; i++) {
-        total += !h->dropped[i] && ahg_starts_turn(&h->messages[i]);
+        total += !h->dropped[i] && starts_turn_at(h, i);
     }
     if (total <= turns) return 0;
     /* The start of the `turns`-th kept turn from the end. */
     size_t cut = h->len;
     for (size_t seen = 0; seen < turns;) {
         cut--;
-        seen += !h->dropped[cut] && ahg_starts_turn(&h->messages[cut]);
+        seen += !h->dropped[cut] && starts_turn_at(h, cut);
     }
     /* A kept result after the cut whose call is before it pulls the cut back,
      * and the results between the old and the new cut may pull it further. */
-    find_callers(h);
     size_t checked = h->len;
     while (cut < checked) {
         size_t earliest = NO_CALLER;
@@ -485,8 +582,8 @@ size_t ahg_keep_last_turns(ahg_history *h, size_t turns) {
     }
     size_t dropped = 0;
     for (size_t i = 0; i < cut; i++) {
-        const ahg_message *m = &h->messages[i];
-        if (m->role != AHG_ROLE_SYSTEM && !(m->flags & AHG_FLAG_SUMMARY) && !h->dropped[i]) {
+        ahg_header m = ahg_header_at(h, i);
+        if (m.role != AHG_ROLE_SYSTEM && !(m.flags & AHG_FLAG_SUMMARY) && !h->dropped[i]) {
             h->dropped[i] = true;
             dropped++;
         }
@@ -533,7 +630,11 @@ static ahg_str result_id(const ahg_message *m) {
 }
 
 size_t ahg_settle_tool_exchanges(ahg_history *h) {
-    find_callers(h);
+    /* Nothing links a result to a call: nothing to settle, no text to read. */
+    bool linked = false;
+    for (size_t i = 0; i < h->len && !linked; i++) linked = h->callers[i] != NO_CALLER;
+    if (!linked) return 0;
+    load(h);
     size_t dropped = 0;
     /* Results of dropped or removed calls go. */
     for (size_t i = 0; i < h->len; i++) {
@@ -659,7 +760,7 @@ static bool json_fail(parser *p, const char *what) {
             column++;
         }
     }
-    ahg_bad_config(p->err, "invalid JSON at line %zu column %zu: %s", line, column, what);
+    ahg_bad_config(p->err, "not valid JSON at line %zu column %zu: %s", line, column, what);
     return false;
 }
 

@@ -218,6 +218,39 @@ size_t ahg_message_texts(ahg_message *m, ahg_str **out, size_t cap);
 
 /* ---- The history ----------------------------------------------------------- */
 
+/**
+ * What a structural processor reads of a message, without its strings (the
+ * WIT record `header`): under contract 0.2.0 the host sends every header at
+ * once, and the whole messages only when the processor first reads one.
+ */
+typedef struct ahg_header {
+    ahg_role role;
+    /** AHG_FLAG_* bits. */
+    uint8_t flags;
+    /** The host's token estimate for the whole message. */
+    uint32_t tokens;
+    bool has_timestamp;
+    ahg_timestamp timestamp;
+    /** For a tool result: the index of the message whose call it answers
+     *  (the nearest earlier call with its id), when that call is in the history. */
+    bool has_answers;
+    uint32_t answers;
+    /** How many tool calls and structured parts it has. */
+    uint32_t tool_calls;
+    uint32_t parts;
+    /** The length of its content, of its reasoning text (when it has
+     *  reasoning) and of its metadata (0 when none), in bytes. */
+    uint32_t content_bytes;
+    bool has_reasoning_bytes;
+    uint32_t reasoning_bytes;
+    uint32_t metadata_bytes;
+    bool has_usage;
+    ahg_usage usage;
+} ahg_header;
+
+/** The header of `m` (`has_answers` false: that needs the history). */
+ahg_header ahg_header_of(const ahg_message *m);
+
 /** What the host tells a processor about the run. */
 typedef struct ahg_run_context {
     ahg_opt_str session_key;
@@ -246,8 +279,25 @@ typedef struct ahg_history ahg_history;
 
 /** How many messages the input had. */
 size_t ahg_len(const ahg_history *h);
-/** Message `index` as it is now (changes included); NULL when out of range. */
+/** The input's headers (ahg_len() of them), as the host sent them: no text. */
+const ahg_header *ahg_headers(const ahg_history *h);
+/** The header of message `index` as it is now (a changed message's is worked
+ *  out from its new contents; `answers` stays the input's). */
+ahg_header ahg_header_at(const ahg_history *h, size_t index);
+/**
+ * Message `index` as it is now (changes included); NULL when out of range.
+ * The first read of a message fetches them all from the host (once), texts
+ * included: a processor that needs only headers should read those.
+ */
 const ahg_message *ahg_get(const ahg_history *h, size_t index);
+/** Whether the whole messages have been fetched: whether the processor read,
+ *  edited or replaced a message (or settled tool exchanges that link a
+ *  result to a call). */
+bool ahg_is_loaded(const ahg_history *h);
+/** Drops every kept message whose current header fails `keep`, without
+ *  reading any text; returns how many it dropped. */
+size_t ahg_retain_headers(ahg_history *h, bool (*keep)(const ahg_header *header, void *arg),
+                          void *arg);
 /** What the host says about this call. */
 const ahg_run_context *ahg_context(const ahg_history *h);
 /** Whether message `index` is still kept. */
@@ -514,8 +564,15 @@ int ahg_exported_process(ahg_history *h, ahg_config *config, ahg_error *err);
 
 /* ---- For the glue and the test harness, not for authors -------------------- */
 
-/** A history over `messages` (not copied: they must outlive it). */
+/** A history over `messages` (not copied: they must outlive it); its headers
+ *  are worked out here, and the messages count as fetched on first read. */
 ahg_history *ahg_history_new(const ahg_run_context *ctx, ahg_message *messages, size_t len);
+/** Fetches the whole messages (ahg_len() of them) of a history's source. */
+typedef ahg_message *(*ahg_fetch_fn)(ahg_history *h, void *source);
+/** A history of `len` messages known by their headers (owned by the call),
+ *  whose messages `fetch` gives on first read: the host's, in a component. */
+ahg_history *ahg_history_from_source(const ahg_run_context *ctx, ahg_header *headers, size_t len,
+                                     ahg_fetch_fn fetch, void *source);
 /** Runs the exported processor over `h`: parses the configuration, calls it,
  *  checks the configuration. Returns 0 or -1 with `err` set. */
 int ahg_history_process(ahg_history *h, ahg_error *err);

@@ -45,21 +45,75 @@ void ahg_test_log_clear(void) {
     lines_len = 0;
 }
 
-/* Roughly four bytes of text to a token; the host's own counter is finer. */
-uint32_t ahg_host_estimate_tokens(ahg_str text) { return (uint32_t)((text.len + 3) / 4); }
+/* The host's default estimator (agent_host_core::tokens::HeuristicCounter):
+ * Latin text at 4 characters (code points, not bytes) a token and CJK at 3,
+ * counted run by run and each run rounded up; 4 tokens a message, 1,000 an
+ * image, 3 a tool call beyond its name and arguments. The guest-sdk
+ * conformance cases hold every SDK to it. */
+enum {
+    LATIN_CHARS_PER_TOKEN = 4,
+    CJK_CHARS_PER_TOKEN = 3,
+    MESSAGE_OVERHEAD = 4,
+    IMAGE_TOKENS = 1000,
+    TOOL_CALL_OVERHEAD = 3,
+};
+
+static bool is_cjk(uint32_t c) {
+    return (c >= 0x1100 && c <= 0x11FF) || (c >= 0x2E80 && c <= 0x2FDF) ||
+           (c >= 0x3000 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) ||
+           (c >= 0xA960 && c <= 0xA97F) || (c >= 0xAC00 && c <= 0xD7FF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) ||
+           (c >= 0xFF00 && c <= 0xFFEF) || (c >= 0x20000 && c <= 0x3FFFF);
+}
+
+static uint64_t div_ceil(uint64_t n, uint64_t d) { return (n + d - 1) / d; }
+
+uint32_t ahg_host_estimate_tokens(ahg_str text) {
+    const unsigned char *p = (const unsigned char *)text.ptr;
+    uint64_t total = 0, latin = 0, cjk = 0;
+    for (size_t i = 0; i < text.len;) {
+        /* One code point (the host's texts are valid UTF-8). */
+        uint32_t c = p[i];
+        size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (i + n > text.len) n = text.len - i;
+        if (n == 2) c = (c & 0x1Fu) << 6 | (p[i + 1] & 0x3Fu);
+        if (n == 3) c = (c & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
+        if (n == 4) {
+            c = (c & 0x07u) << 18 | (p[i + 1] & 0x3Fu) << 12 | (p[i + 2] & 0x3Fu) << 6 |
+                (p[i + 3] & 0x3Fu);
+        }
+        i += n;
+        if (is_cjk(c)) {
+            total += div_ceil(latin, LATIN_CHARS_PER_TOKEN);
+            latin = 0;
+            cjk++;
+        } else {
+            total += div_ceil(cjk, CJK_CHARS_PER_TOKEN);
+            cjk = 0;
+            latin++;
+        }
+    }
+    total += div_ceil(latin, LATIN_CHARS_PER_TOKEN) + div_ceil(cjk, CJK_CHARS_PER_TOKEN);
+    return total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
+}
 
 uint32_t ahg_host_estimate_message_tokens(const ahg_message *m) {
-    uint32_t total = 4 + ahg_host_estimate_tokens(m->content);
+    uint64_t total = MESSAGE_OVERHEAD + ahg_host_estimate_tokens(m->content);
     for (size_t i = 0; i < m->parts_len; i++) {
-        if (m->parts[i].kind == AHG_PART_TEXT) total += ahg_host_estimate_tokens(m->parts[i].text);
-        if (m->parts[i].kind == AHG_PART_IMAGE) total += 1000;
+        const ahg_part *p = &m->parts[i];
+        if (p->kind == AHG_PART_TEXT) total += ahg_host_estimate_tokens(p->text);
+        if (p->kind == AHG_PART_IMAGE) total += IMAGE_TOKENS;
+        if (p->kind == AHG_PART_FILE) {
+            total += ahg_host_estimate_tokens(p->file.name) + ahg_host_estimate_tokens(p->file.path);
+        }
     }
     if (m->has_reasoning) total += ahg_host_estimate_tokens(m->reasoning.text);
     for (size_t i = 0; i < m->tool_calls_len; i++) {
-        total += ahg_host_estimate_tokens(m->tool_calls[i].name) +
+        total += TOOL_CALL_OVERHEAD + ahg_host_estimate_tokens(m->tool_calls[i].name) +
                  ahg_host_estimate_tokens(m->tool_calls[i].arguments);
     }
-    return total;
+    if (m->tool_name.some) total += ahg_host_estimate_tokens(m->tool_name.str);
+    return total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 }
 
 ahg_test_result ahg_test_run(const char *config, const ahg_message *messages, size_t len) {

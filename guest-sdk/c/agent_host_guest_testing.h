@@ -9,8 +9,8 @@
  *     assert(r.error.kind == AHG_OK && r.len == 1);
  *     ahg_test_result_free(&r);
  *
- * The fake host's token estimates are a rough chars / 4; the real host's
- * differ. Log lines are kept (and echoed to stderr when AHG_TEST_VERBOSE is
+ * The fake host's token estimates are the real host's default estimator's
+ * (the conformance cases in guest-sdk/conformance check it). Log lines are kept (and echoed to stderr when AHG_TEST_VERBOSE is
  * set in the environment).
  */
 #ifndef AGENT_HOST_GUEST_TESTING_H

@@ -1,6 +1,6 @@
 /*
  * agent_host_guest_wit.c: connects the SDK to the bindings that
- * `wit-bindgen c wit/v0.1.0 --world history-processor` generates
+ * `wit-bindgen c wit/v0.2.0 --world history-processor` generates
  * (history_processor.h/.c, made at build time, never committed). Only the
  * WebAssembly build links it; everything canonical-ABI lives here.
  *
@@ -241,9 +241,49 @@ void exports_agent_host_history_processor_describe(
     ret->reorders = false;
 }
 
+/* The host's history resource, borrowed for the call. */
+typedef struct source {
+    agent_host_history_types_borrow_history_t handle;
+} source;
+
+/* Every message of the host's history, on the processor's first read. */
+static ahg_message *fetch_messages(ahg_history *h, void *arg) {
+    source *src = arg;
+    size_t n = ahg_len(h);
+    agent_host_history_types_list_message_t list = {0};
+    agent_host_history_types_method_history_messages(src->handle, 0, (uint32_t)n, &list);
+    /* The host gives exactly the range asked for; fewer would be its bug,
+     * and the missing ones read as empty. */
+    ahg_message *messages = ahg_alloc(h, (n + 1) * sizeof *messages);
+    for (size_t i = 0; i < n && i < list.len; i++) message_from_wit(h, &list.ptr[i], &messages[i]);
+    return messages;
+}
+
+static ahg_header header_from_wit(const agent_host_history_types_header_t *w) {
+    ahg_header x;
+    memset(&x, 0, sizeof x);
+    x.role = (ahg_role)w->role;
+    x.flags = w->flags;
+    x.tokens = w->tokens;
+    x.has_timestamp = w->timestamp.is_some;
+    x.timestamp.seconds = w->timestamp.val.seconds;
+    x.timestamp.nanoseconds = w->timestamp.val.nanoseconds;
+    x.has_answers = w->answers.is_some;
+    x.answers = w->answers.val;
+    x.tool_calls = w->tool_calls;
+    x.parts = w->parts;
+    x.content_bytes = w->content_bytes;
+    x.has_reasoning_bytes = w->reasoning_bytes.is_some;
+    x.reasoning_bytes = w->reasoning_bytes.val;
+    x.metadata_bytes = w->metadata_bytes;
+    x.has_usage = w->usage.is_some;
+    if (x.has_usage) x.usage = usage_from_wit(&w->usage.val);
+    return x;
+}
+
 bool exports_agent_host_history_processor_process(
     exports_agent_host_history_processor_run_context_t *ctx,
-    exports_agent_host_history_processor_list_message_t *history,
+    exports_agent_host_history_processor_borrow_history_t history,
     exports_agent_host_history_processor_list_item_t *ret,
     exports_agent_host_history_processor_error_t *err) {
     ahg_run_context c;
@@ -260,24 +300,35 @@ bool exports_agent_host_history_processor_process(
     c.now.nanoseconds = ctx->now.nanoseconds;
     c.config = from_wit(ctx->config);
 
-    ahg_message *messages = calloc(history->len + 1, sizeof *messages);
-    if (!messages) abort();
-    ahg_history *h = ahg_history_new(&c, messages, history->len);
-    for (size_t i = 0; i < history->len; i++) {
-        message_from_wit(h, &history->ptr[i], &messages[i]);
-    }
+    /* The headers now, in one call; the messages when first read. */
+    uint32_t n = agent_host_history_types_method_history_len(history);
+    agent_host_history_types_list_header_t list = {0};
+    agent_host_history_types_method_history_headers(history, 0, n, &list);
+    size_t len = list.len < n ? list.len : n;
+    ahg_header *headers = calloc(len + 1, sizeof *headers);
+    if (!headers) abort();
+    for (size_t i = 0; i < len; i++) headers[i] = header_from_wit(&list.ptr[i]);
+    source *src = calloc(1, sizeof *src);
+    if (!src) abort();
+    src->handle = history;
+    ahg_history *h = ahg_history_from_source(&c, headers, len, fetch_messages, src);
 
     ahg_error e = {AHG_OK, NULL};
-    if (ahg_history_process(h, &e) != 0) {
+    int rc = ahg_history_process(h, &e);
+    /* The answer needs nothing more from the host's history, and the
+     * component model requires a borrowed handle to be dropped before the
+     * export returns (wasmtime refuses the call otherwise). */
+    agent_host_history_types_history_drop_borrow(history);
+    if (rc != 0) {
         err->tag = e.kind == AHG_BAD_CONFIG ? AGENT_HOST_HISTORY_TYPES_ERROR_BAD_CONFIG
                                             : AGENT_HOST_HISTORY_TYPES_ERROR_FAILED;
         err->val.bad_config = to_wit(ahg_cstr(e.message ? e.message : "failed"));
         return false;
     }
-    size_t len = 0;
-    ahg_item *items = ahg_history_items(h, &len);
-    agent_host_history_types_item_t *out = ahg_alloc(h, (len + 1) * sizeof *out);
-    for (size_t k = 0; k < len; k++) {
+    size_t count = 0;
+    ahg_item *items = ahg_history_items(h, &count);
+    agent_host_history_types_item_t *out = ahg_alloc(h, (count + 1) * sizeof *out);
+    for (size_t k = 0; k < count; k++) {
         switch (items[k].kind) {
         case AHG_ITEM_KEEP:
             out[k].tag = AGENT_HOST_HISTORY_TYPES_ITEM_KEEP;
@@ -295,18 +346,18 @@ bool exports_agent_host_history_processor_process(
         }
     }
     ret->ptr = out;
-    ret->len = len;
+    ret->len = count;
     return true;
 }
 
 /* The instance is thrown away after each call: nothing to free (see the top
  * of this file). These replace the generated weak definitions. */
-__attribute__((__export_name__("cabi_post_agent-host:history/processor@0.1.0#describe")))
+__attribute__((__export_name__("cabi_post_agent-host:history/processor@0.2.0#describe")))
 void __wasm_export_exports_agent_host_history_processor_describe_post_return(uint8_t *ret) {
     (void)ret;
 }
 
-__attribute__((__export_name__("cabi_post_agent-host:history/processor@0.1.0#process")))
+__attribute__((__export_name__("cabi_post_agent-host:history/processor@0.2.0#process")))
 void __wasm_export_exports_agent_host_history_processor_process_post_return(uint8_t *ret) {
     (void)ret;
 }

@@ -3,7 +3,7 @@
 #
 #   guest-sdk/c/build-component.sh -o OUT.wasm [-I DIR]... SOURCE.c...
 #
-# 1. wit-bindgen c: bindings for wit/v0.1.0 (world history-processor), into a
+# 1. wit-bindgen c: bindings for wit/v0.2.0 (world history-processor), into a
 #    temporary folder; they are made at every build, never committed.
 # 2. clang --target=wasm32-wasi -mexec-model=reactor: the sources, the SDK
 #    (agent_host_guest.c and its glue agent_host_guest_wit.c) and the
@@ -20,7 +20,7 @@
 set -euo pipefail
 
 SDK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-WIT="$SDK/../../wit/v0.1.0"
+WIT="$SDK/../../wit/v0.2.0"
 BIN="${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/c/bin"
 
 out=""

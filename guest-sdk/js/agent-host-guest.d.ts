@@ -1,6 +1,6 @@
 // Types of the agent-host JavaScript SDK (agent-host-guest.js), for
 // TypeScript users and editors. The data types follow
-// wit/v0.1.0/history.wit as the componentizers give it to JavaScript.
+// wit/v0.2.0/history.wit as the componentizers give it to JavaScript.
 
 /** Who speaks in a message. */
 export type Role = "system" | "user" | "assistant" | "tool";
@@ -151,7 +151,7 @@ export interface ProcessorDefinition<C> {
 /** Declares a processor. */
 export function defineProcessor<C>(definition: ProcessorDefinition<C>): Readonly<Required<ProcessorDefinition<C>>>;
 
-/** The host's imports (`agent-host:history/host@0.1.0`). */
+/** The host's imports (`agent-host:history/host`, 0.1.0 or 0.2.0: the same functions). */
 export interface HostImports {
   log(level: Level, text: string): void;
   estimateTokens(text: string): number;
@@ -165,11 +165,49 @@ export function exportProcessor<C>(
 ): { describe(): object; process(context: RunContext, history: Message[]): Item[] };
 
 /** The session's history for one call, and the edits made to it so far. */
+/** What a structural processor reads of a message: no string (WIT `header`). */
+export interface Header {
+  role: Role;
+  flags: MessageFlags;
+  tokens: number;
+  timestamp: Timestamp | null;
+  /** For a tool result: the index of the message whose call it answers. */
+  answers: number | null;
+  toolCalls: number;
+  parts: number;
+  contentBytes: number;
+  reasoningBytes: number | null;
+  metadataBytes: number;
+  usage: Usage | null;
+}
+
+/** The host's history resource (contract 0.2.0), as far as the SDK reads it. */
+export interface HistorySource {
+  len(): number;
+  headers(start: number, end: number): Header[];
+  messages(start: number, end: number): Message[];
+}
+
+/** The header of `message` (`answers` given, as it needs the history). */
+export function headerOf(message: Message, answers?: number | null): Header;
+
 export class History {
+  /** A history given whole (tests; contract 0.1.0). */
   constructor(context: RunContext, messages: Message[]);
+  /** The host's history resource: headers now, messages on first read. */
+  static fromHost(context: RunContext, source: HistorySource): History;
   readonly context: RunContext;
+  /** The messages as they are now; the first read fetches them. */
   readonly messages: Message[];
   readonly length: number;
+  /** The input's headers, without any text. */
+  readonly headers: Header[];
+  /** The header of message `index` as it is now. */
+  header(index: number): Header;
+  /** Whether the whole messages have been fetched. */
+  isLoaded(): boolean;
+  /** Drops every kept message whose header fails `keep`, reading no text. */
+  retainHeaders(keep: (header: Header, index: number) => boolean): void;
   get(index: number): Message | undefined;
   isKept(index: number): boolean;
   kept(): number;

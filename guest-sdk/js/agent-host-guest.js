@@ -12,8 +12,13 @@
 // messages, and any WASI: a processor sees its input and the host's three
 // functions (log, estimate-tokens, estimate-message-tokens), nothing else.
 //
-// The shapes are those of wit/v0.1.0/history.wit as componentize-qjs and
-// componentize-js give them to JavaScript: records are objects with camelCase
+// The contract is wit/v0.2.0/history.wit: the host lends the history as a
+// resource, whose headers the SDK reads at once and whose whole messages it
+// fetches on first read (a processor working on headers alone pays for no
+// text). A component built with QuickJS (componentize-qjs, which never drops
+// that borrowed resource) speaks 0.1.0 instead and receives the list; the
+// SDK gives the processor the same `History` either way. The shapes are
+// those componentize-qjs and componentize-js give JavaScript: records are objects with camelCase
 // keys (`toolCalls`, `toolCallId`), variants are `{tag, val}`, enums are
 // strings (`"user"`), flags are objects of booleans, and `option<T>` is the
 // value or `null` (componentize-js gives `undefined`; both are accepted).
@@ -90,25 +95,30 @@ export class ProcessorError extends Error {
 /** The stand-in's log lines, for tests (see `testing.logs`). */
 const nativeLogs = [];
 
-/** Characters per token of the host's default estimator, and its overheads. */
+// The host's default estimator (agent_host_core::tokens::HeuristicCounter):
+// Latin text at 4 characters (code points) a token and CJK at 3, counted run
+// by run and each run rounded up; 4 tokens a message, 1,000 an image, 3 a
+// tool call beyond its name and arguments. The guest-sdk/conformance cases
+// hold every SDK to it.
 const LATIN_CHARS_PER_TOKEN = 4;
-const CJK_CHARS_PER_TOKEN = 1;
+const CJK_CHARS_PER_TOKEN = 3;
 const MESSAGE_OVERHEAD = 4;
 const IMAGE_TOKENS = 1000;
+const TOOL_CALL_OVERHEAD = 3;
 
 /** Whether code point `c` is CJK, as the host's default estimator counts it. */
 function isCjk(c) {
   return (
     (c >= 0x1100 && c <= 0x11ff) ||
     (c >= 0x2e80 && c <= 0x2fdf) ||
-    (c >= 0x3000 && c <= 0x30ff) ||
-    (c >= 0x3130 && c <= 0x318f) ||
-    (c >= 0x3400 && c <= 0x4dbf) ||
+    (c >= 0x3000 && c <= 0x4dbf) ||
     (c >= 0x4e00 && c <= 0x9fff) ||
-    (c >= 0xac00 && c <= 0xd7af) ||
+    (c >= 0xa960 && c <= 0xa97f) ||
+    (c >= 0xac00 && c <= 0xd7ff) ||
     (c >= 0xf900 && c <= 0xfaff) ||
+    (c >= 0xfe30 && c <= 0xfe4f) ||
     (c >= 0xff00 && c <= 0xffef) ||
-    (c >= 0x20000 && c <= 0x3134f)
+    (c >= 0x20000 && c <= 0x3ffff)
   );
 }
 
@@ -117,8 +127,7 @@ const nativeHost = {
   log(level, text) {
     nativeLogs.push({ level, text });
   },
-  // Close to the host's default heuristic (latin runs at 4 characters a
-  // token, CJK at 1); the host's own counter decides inside the sandbox.
+  // The host's default estimator, computed here.
   estimateTokens(text) {
     let total = 0;
     let latin = 0;
@@ -144,8 +153,10 @@ const nativeHost = {
       else n += this.estimateTokens(p.val.name) + this.estimateTokens(p.val.path);
     }
     if (m.reasoning) n += this.estimateTokens(m.reasoning.text);
-    for (const c of m.toolCalls) n += this.estimateTokens(c.name) + this.estimateTokens(c.arguments);
-    if (m.toolName) n += this.estimateTokens(m.toolName);
+    for (const c of m.toolCalls) {
+      n += TOOL_CALL_OVERHEAD + this.estimateTokens(c.name) + this.estimateTokens(c.arguments);
+    }
+    if (m.toolName != null) n += this.estimateTokens(m.toolName);
     return n;
   },
 };
@@ -340,41 +351,157 @@ export function groupThousands(n) {
 // ---------------------------------------------------------------------------
 // The history
 
+/** The length of `text` in UTF-8 bytes (QuickJS has no TextEncoder). */
+function utf8Length(text) {
+  let n = 0;
+  for (const ch of text) {
+    const c = ch.codePointAt(0);
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+  }
+  return n;
+}
+
+/**
+ * The header of `m`, as the host sends it: no string, only what a
+ * structural processor reads (`answers`, which needs the history, is given).
+ * @param {Message} m
+ * @param {number | null} [answers]
+ */
+export function headerOf(m, answers = null) {
+  return {
+    role: m.role,
+    flags: m.flags,
+    tokens: m.tokens,
+    timestamp: m.timestamp ?? null,
+    answers,
+    toolCalls: m.toolCalls.length,
+    parts: m.parts.length,
+    contentBytes: utf8Length(m.content),
+    reasoningBytes: m.reasoning ? utf8Length(m.reasoning.text) : null,
+    metadataBytes: m.metadata != null ? utf8Length(m.metadata) : 0,
+    usage: m.usage ?? null,
+  };
+}
+
+/** The headers of `messages`, with the host's rule for `answers`. */
+function headersOf(messages) {
+  const calls = new Map();
+  return messages.map((m, i) => {
+    const answers = m.role === "tool" && m.toolCallId != null ? (calls.get(m.toolCallId) ?? null) : null;
+    for (const c of m.toolCalls) calls.set(c.id, i);
+    return headerOf(m, answers);
+  });
+}
+
 /**
  * The session's history for one call, and the edits made to it so far.
  *
- * Every input message starts out kept. `drop`, `retain` and the structural
- * helpers drop messages, `replace` and `change` change one, `insertBefore`
- * and `push` add new ones. Reads (`messages`, `get`) see the current
- * contents, indices are always those of the input, and nothing is ever
- * reordered. Change a message only through `replace` or `change(i)`: a
+ * Every input message starts out kept. `drop`, `retain`, `retainHeaders` and
+ * the structural helpers drop messages, `replace` and `change` change one,
+ * `insertBefore` and `push` add new ones. Reads (`messages`, `get`) see the
+ * current contents, indices are always those of the input, and nothing is
+ * ever reordered. Change a message only through `replace` or `change(i)`: a
  * message changed in place without them is not sent back.
+ *
+ * The headers (`headers`, `header(i)`) are always there; the first read of a
+ * whole message fetches every message from the host (once), so a processor
+ * that reads only headers pays for no text.
  */
 export class History {
   /**
+   * A history given whole (tests; contract 0.1.0): its headers are worked
+   * out here, and its messages count as fetched on first read, as in a
+   * component.
    * @param {RunContext} context
    * @param {Message[]} messages
    */
   constructor(context, messages) {
+    this._setup(context, headersOf(messages));
+    this._unread = messages;
+    this._source = null;
+  }
+
+  /**
+   * The host's history resource (contract 0.2.0): its headers now, its
+   * messages when first read. `source` has the resource's `len()`,
+   * `headers(start, end)` and `messages(start, end)`.
+   * @param {RunContext} context
+   */
+  static fromHost(context, source) {
+    const h = Object.create(History.prototype);
+    const n = source.len();
+    h._setup(context, source.headers(0, n));
+    h._unread = null;
+    h._source = source;
+    return h;
+  }
+
+  _setup(context, headers) {
     /** What the host says about this call. @type {RunContext} */
     this.context = context;
-    /** The input's messages, with the changes made so far. @type {Message[]} */
-    this.messages = messages;
-    this._dropped = new Uint8Array(messages.length);
-    this._changed = new Uint8Array(messages.length);
+    this._headers = headers;
+    this._messages = null;
+    this._dropped = new Uint8Array(headers.length);
+    this._changed = new Uint8Array(headers.length);
     /** New messages with the input index they go before. */
     this._inserts = [];
-    this._callers = null;
+    const n = headers.length;
+    this._callers = headers.map((h) => (h.answers != null && h.answers < n ? h.answers : null));
+  }
+
+  _load() {
+    if (this._messages === null) {
+      if (this._source !== null) this._messages = this._source.messages(0, this._headers.length);
+      else this._messages = this._unread ?? [];
+      this._unread = null;
+    }
+    return this._messages;
+  }
+
+  /**
+   * The input's messages, with the changes made so far (dropped ones
+   * included). The first read fetches them from the host, texts included.
+   * @returns {Message[]}
+   */
+  get messages() {
+    return this._load();
   }
 
   /** How many messages the input had. */
   get length() {
-    return this.messages.length;
+    return this._headers.length;
   }
 
-  /** Message `index`, as it is now. */
+  /**
+   * The input's headers, as the host sent them: roles, flags, token counts,
+   * timestamps, tool links and sizes, without any text.
+   */
+  get headers() {
+    return this._headers;
+  }
+
+  /**
+   * The header of message `index` as it is now (a changed message's is
+   * worked out from its new contents; its `answers` stays the input's).
+   */
+  header(index) {
+    this._check(index);
+    const h = this._headers[index];
+    return this._changed[index] ? headerOf(this._load()[index], h.answers ?? null) : h;
+  }
+
+  /**
+   * Whether the whole messages have been fetched from the host: whether the
+   * processor read, changed or replaced a message (or settled tool exchanges
+   * that link a result to a call).
+   */
+  isLoaded() {
+    return this._messages !== null;
+  }
+
+  /** Message `index`, as it is now (the first read fetches the messages). */
   get(index) {
-    return this.messages[index];
+    return this._load()[index];
   }
 
   /** Whether message `index` is still kept. */
@@ -407,16 +534,25 @@ export class History {
    * @param {(m: Message, index: number) => boolean} keep
    */
   retain(keep) {
-    this.messages.forEach((m, i) => {
+    this._load().forEach((m, i) => {
       if (this._dropped[i] === 0 && !keep(m, i)) this._dropped[i] = 1;
     });
+  }
+
+  /**
+   * Drops every kept message whose current header fails `keep(header,
+   * index)`, without reading any text.
+   */
+  retainHeaders(keep) {
+    for (let i = 0; i < this.length; i++) {
+      if (this._dropped[i] === 0 && !keep(this.header(i), i)) this._dropped[i] = 1;
+    }
   }
 
   /** Replaces message `index` by `message` (it stays at its place). */
   replace(index, message) {
     this._check(index);
-    this.toolCallers();
-    this.messages[index] = message;
+    this._load()[index] = message;
     this._changed[index] = 1;
   }
 
@@ -427,12 +563,12 @@ export class History {
    */
   change(index) {
     this._check(index);
-    this.toolCallers();
+    const messages = this._load();
     if (this._changed[index] === 0) {
-      this.messages[index] = cloneMessage(this.messages[index]);
+      messages[index] = cloneMessage(messages[index]);
       this._changed[index] = 1;
     }
-    return this.messages[index];
+    return messages[index];
   }
 
   /** Whether message `index` was replaced or changed. */
@@ -459,9 +595,10 @@ export class History {
   /** The indices where the kept turns start, oldest first. */
   turnStarts() {
     const starts = [];
-    this.messages.forEach((m, i) => {
-      if (this._dropped[i] === 0 && startsTurn(m)) starts.push(i);
-    });
+    for (let i = 0; i < this.length; i++) {
+      const h = this.header(i);
+      if (this._dropped[i] === 0 && h.role === "user" && !h.flags.synthetic) starts.push(i);
+    }
     return starts;
   }
 
@@ -473,14 +610,6 @@ export class History {
    * @returns {(number | null)[]}
    */
   toolCallers() {
-    if (this._callers === null) {
-      const calls = new Map();
-      this._callers = this.messages.map((m, i) => {
-        const caller = m.role === "tool" && m.toolCallId != null ? (calls.get(m.toolCallId) ?? null) : null;
-        for (const c of m.toolCalls) calls.set(c.id, i);
-        return caller;
-      });
-    }
     return this._callers;
   }
 
@@ -491,7 +620,7 @@ export class History {
    */
   toolNames() {
     const calls = new Map();
-    return this.messages.map((m) => {
+    return this._load().map((m) => {
       for (const c of m.toolCalls) calls.set(c.id, c.name);
       if (m.role !== "tool") return null;
       return m.toolName ?? (m.toolCallId != null ? (calls.get(m.toolCallId) ?? null) : null);
@@ -518,8 +647,8 @@ export class History {
       if (earliest < cut) cut = earliest;
     }
     for (let i = 0; i < cut; i++) {
-      const m = this.messages[i];
-      if (m.role !== "system" && !m.flags.summary) this._dropped[i] = 1;
+      const h = this.header(i);
+      if (h.role !== "system" && !h.flags.summary) this._dropped[i] = 1;
     }
   }
 
@@ -530,12 +659,15 @@ export class History {
    * is dropped when nothing else is left in it).
    */
   settleToolExchanges() {
-    const callers = this.toolCallers().slice();
-    const idOf = (i) => this.messages[i].toolCallId ?? "";
+    const callers = this._callers;
+    // Nothing links a result to a call: nothing to settle, no text to read.
+    if (callers.every((c) => c === null)) return;
+    const messages = this._load();
+    const idOf = (i) => messages[i].toolCallId ?? "";
     callers.forEach((c, i) => {
       if (c !== null && this._dropped[i] === 0) {
         const id = idOf(i);
-        if (this._dropped[c] === 1 || !this.messages[c].toolCalls.some((k) => k.id === id)) {
+        if (this._dropped[c] === 1 || !messages[c].toolCalls.some((k) => k.id === id)) {
           this._dropped[i] = 1;
         }
       }
@@ -567,7 +699,10 @@ export class History {
   toItems() {
     return this._merge(
       (message) => ({ tag: "insert", val: message }),
-      (i, m) => (this._changed[i] ? { tag: "replace", val: { index: i, message: m } } : { tag: "keep", val: i }),
+      (i) =>
+        this._changed[i] && this._messages !== null
+          ? { tag: "replace", val: { index: i, message: this._messages[i] } }
+          : { tag: "keep", val: i },
     );
   }
 
@@ -577,9 +712,10 @@ export class History {
    * @returns {Message[]}
    */
   toMessages() {
+    const messages = this._load();
     return this._merge(
       (message) => message,
-      (_, m) => m,
+      (i) => messages[i],
     );
   }
 
@@ -589,7 +725,7 @@ export class History {
     let next = 0;
     for (let i = 0; i < this.length; i++) {
       while (next < inserts.length && inserts[next][0] === i) out.push(inserted(inserts[next++][2]));
-      if (this._dropped[i] === 0) out.push(kept(i, this.messages[i]));
+      if (this._dropped[i] === 0) out.push(kept(i));
     }
     while (next < inserts.length) out.push(inserted(inserts[next++][2]));
     return out;
@@ -731,7 +867,7 @@ export function parseConfig(text, spec) {
   try {
     value = JSON.parse(trimmed);
   } catch (e) {
-    throw ProcessorError.badConfig(`the configuration is not JSON: ${e.message}`);
+    throw ProcessorError.badConfig(`not valid JSON: ${e.message}`);
   }
   return spec.parse(value, "");
 }
@@ -774,10 +910,11 @@ function describe(definition) {
  * One call: parse the configuration, run the processor, answer with its
  * edits. Errors other than `ProcessorError` become `failed` with their text.
  */
-function processWith(definition, context, messages) {
+function processWith(definition, context, input) {
   try {
     const settings = parseConfig(context.config, definition.config);
-    const history = new History(context, messages);
+    // Contract 0.2.0 lends the host's history resource; 0.1.0 gave a list.
+    const history = Array.isArray(input) ? new History(context, input) : History.fromHost(context, input);
     definition.process(history, settings);
     return history.toItems();
   } catch (e) {
@@ -788,7 +925,8 @@ function processWith(definition, context, messages) {
 
 /**
  * The component's `processor` export for `definition`, calling `imports`
- * (the `agent-host:history/host@0.1.0` module) for the log and estimates.
+ * (the `agent-host:history/host` module: `@0.1.0` or `@0.2.0`, the same
+ * functions) for the log and estimates.
  * The component's entry file is these three lines:
  *
  *   import * as host from "agent-host:history/host@0.1.0";
@@ -800,7 +938,7 @@ export function exportProcessor(definition, imports) {
   host = imports;
   return {
     describe: () => describe(definition),
-    process: (context, messages) => processWith(definition, context, messages),
+    process: (context, history) => processWith(definition, context, history),
   };
 }
 

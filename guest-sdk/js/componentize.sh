@@ -4,10 +4,12 @@
 # with rolldown, then makes the component with the chosen backend:
 #
 #   quickjs       componentize-qjs --sync --stub-wasi (the default): QuickJS,
-#                 about 2 MB, no WASI imports, fast to load and to call.
+#                 about 2 MB, no WASI imports, fast to load and to call;
+#                 contract 0.1.0 (see below).
 #   spidermonkey  componentize-js with every WASI feature it can disable
 #                 disabled: SpiderMonkey (StarlingMonkey), about 12 MB, no
-#                 WASI imports either, slower to compile and to call.
+#                 WASI imports either, slower to compile and to call;
+#                 contract 0.2.0.
 #
 # The backend is --backend, else $AGENT_HOST_JS_BACKEND, else quickjs.
 #
@@ -20,7 +22,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tools="${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/js"
-wit="$here/../../wit/v0.1.0"
+wits="$here/../../wit"
 
 if [ $# -lt 2 ]; then
     echo "usage: $0 ENTRY.js OUT.wasm [--backend quickjs|spidermonkey]" >&2
@@ -33,6 +35,18 @@ if [ "${3:-}" = "--backend" ]; then
     backend="${4:?--backend needs quickjs or spidermonkey}"
 fi
 
+# The contract each backend builds. SpiderMonkey: 0.2.0 (the history stays in
+# the host; the SDK reads headers, and messages on first read). QuickJS:
+# 0.1.0, as componentize-qjs (0.4.5, the newest) never drops the borrowed
+# `history` handle a 0.2.0 `process` receives, so wasmtime would refuse every
+# call ("borrow handles still remain at the end of the call"). The SDK takes
+# either shape of `process`, so processors are the same source for both.
+case "$backend" in
+spidermonkey) contract=0.2.0 ;;
+*) contract=0.1.0 ;;
+esac
+wit="$wits/v$contract"
+
 missing() {
     echo "error: $1 is not installed in $2; run $here/toolchain.sh$3 (needs Node.js 20 and npm)" >&2
     exit 1
@@ -44,9 +58,12 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 
 # One module: the host's interface stays an import, everything else is in.
+# The host interface is the same in 0.1.0 and 0.2.0, so an entry may import
+# either version; the import is renamed to the version built.
 "$tools/node_modules/.bin/rolldown" "$entry" --format esm --platform neutral \
-    --external 'agent-host:history/host@0.1.0' --file "$work/bundle.js" \
-    --log-level warn >&2
+    --external 'agent-host:history/host@0.1.0' --external 'agent-host:history/host@0.2.0' \
+    --file "$work/bundle.js" --log-level warn >&2
+sed -i "s#agent-host:history/host@0\\.[12]\\.0#agent-host:history/host@$contract#g" "$work/bundle.js"
 
 case "$backend" in
 quickjs)

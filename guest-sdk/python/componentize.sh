@@ -6,13 +6,13 @@
 # MODULE is the Python module (in DIR) whose Processor subclass is marked
 # with @export. The component is built with componentize-py (pinned; installed
 # by toolchain.sh beside this script) for the world `history-processor` of
-# wit/v0.1.0, with every WASI import replaced by a trapping stub
+# wit/v0.2.0, with every WASI import replaced by a trapping stub
 # (--stub-wasi): it imports nothing but agent-host's `host` interface. Works
 # offline once the toolchain is installed. Prints the output path last.
 set -euo pipefail
 
 sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-wit="$sdk/../../wit/v0.1.0"
+wit="$sdk/../../wit/v0.2.0"
 version=0.25.1
 exe="${AGENT_HOST_TOOLS:-$HOME/.cache/agent-host/tools}/python/componentize-py-$version/bin/componentize-py"
 

@@ -61,14 +61,16 @@ pub(crate) fn parse_config<C: serde::de::DeserializeOwned + Default>(text: &str)
         // Name the key: `turns`: invalid type... (the root has no path).
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." {
+        if inner.is_syntax() || inner.is_eof() {
+            Error::BadConfig(format!("not valid JSON: {inner}"))
+        } else if path == "." {
             Error::BadConfig(inner.to_string())
         } else {
             Error::BadConfig(format!("`{path}`: {inner}"))
         }
     })?;
     json.end()
-        .map_err(|e| Error::BadConfig(format!("after the configuration: {e}")))?;
+        .map_err(|e| Error::BadConfig(format!("not valid JSON after the configuration: {e}")))?;
     Ok(config)
 }
 

@@ -9,7 +9,7 @@
 //! works on structure alone ([`History::keep_last_turns`],
 //! [`History::headers`], [`History::drop`]) never pays for text.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
@@ -108,9 +108,9 @@ fn answers(messages: &[Message]) -> Vec<Option<u32>> {
 /// The whole messages, fetched from `source` on first use (`n` of them).
 fn load<'m>(cell: &'m OnceCell<Vec<Message>>, source: &Source<'_>, n: usize) -> &'m Vec<Message> {
     cell.get_or_init(|| match source {
-        Source::Local(_) => {
+        Source::Local(messages, _) => {
             let _ = n;
-            Vec::new()
+            messages.take().unwrap_or_default()
         }
         #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
         Source::Host(host) => host.messages(0, len32(n)),
@@ -119,8 +119,11 @@ fn load<'m>(cell: &'m OnceCell<Vec<Message>>, source: &Source<'_>, n: usize) -> 
 
 /// Where the whole messages come from when a processor first reads one.
 enum Source<'a> {
-    /// Already here: given whole (contract 0.1.0, native tests).
-    Local(PhantomData<&'a ()>),
+    /// Already here, given whole (contract 0.1.0, native tests), and moved
+    /// into the history on first read, as if fetched: so that
+    /// [`History::is_loaded`] says natively what it says in a 0.2.0
+    /// component.
+    Local(Cell<Option<Vec<Message>>>, PhantomData<&'a ()>),
     /// The host's history resource, asked on first use (contract 0.2.0).
     #[cfg(all(target_arch = "wasm32", not(feature = "contract-0-1")))]
     Host(&'a crate::bindings::agent_host::history::types::History),
@@ -181,9 +184,8 @@ impl<'a> History<'a> {
                 ..Header::of(m)
             })
             .collect();
-        let cell = OnceCell::new();
-        let _ = cell.set(messages);
-        History::with(ctx, headers, cell, Source::Local(PhantomData))
+        let source = Source::Local(Cell::new(Some(messages)), PhantomData);
+        History::with(ctx, headers, OnceCell::new(), source)
     }
 
     /// The host's history (contract 0.2.0): its headers now, its messages
@@ -282,8 +284,11 @@ impl<'a> History<'a> {
         }
     }
 
-    /// Whether the whole messages have been fetched from the host (always
-    /// true under contract 0.1.0 and natively).
+    /// Whether the whole messages have been fetched from the host: whether
+    /// the processor read, changed or replaced a message (or settled tool
+    /// exchanges that link a result to a call). Natively and under contract
+    /// 0.1.0 the messages are here from the start, but this says the same
+    /// as it would in a 0.2.0 component.
     pub fn is_loaded(&self) -> bool {
         self.messages.get().is_some()
     }
@@ -583,13 +588,19 @@ impl<'a> History<'a> {
     pub(crate) fn into_messages(self) -> Vec<Message> {
         let History {
             messages,
+            source,
             dropped,
             mut inserts,
             ..
         } = self;
         inserts.sort_by_key(|(at, _)| *at);
         let mut inserts = inserts.into_iter().peekable();
-        let messages = messages.into_inner().unwrap_or_default();
+        // Messages never read are still in the source.
+        let Source::Local(unread, _) = source;
+        let messages = messages
+            .into_inner()
+            .or_else(|| unread.take())
+            .unwrap_or_default();
         let mut out = Vec::with_capacity(messages.len() + inserts.len());
         for (i, m) in messages.into_iter().enumerate() {
             while let Some((_, new)) = inserts.next_if(|(at, _)| *at == i) {

@@ -150,6 +150,8 @@ pub const CONTRACT: &str = "0.2.0";
 #[cfg(feature = "contract-0-1")]
 pub const CONTRACT: &str = "0.1.0";
 
+#[cfg(test)]
+mod conformance;
 mod error;
 mod history;
 mod host;

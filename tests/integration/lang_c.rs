@@ -259,6 +259,8 @@ fn c_redact_secrets_describes_itself_and_imports_only_the_host() {
     let d = p.description();
     assert_eq!(d.name, "redact-secrets");
     assert_eq!(d.version, "0.1.0");
+    // The SDK builds contract 0.2.0: the history stays in the host.
+    assert_eq!(p.contract(), "0.2.0");
     assert!(d.config_example.is_some() && d.config_schema.is_some());
     assert!(!p.uses_wasi(), "the C component imports WASI");
     for import in p.imports() {
@@ -356,6 +358,7 @@ fn processor_new_lang_c_builds_and_passes_its_own_test() {
 
     let p = load(&wasm, "{}", FailurePolicy::Fail);
     assert_eq!(p.description().name, "tidy-up");
+    assert_eq!(p.contract(), "0.2.0");
     assert!(!p.uses_wasi());
     let input = vec![
         Message::user("hello").with_id("u1"),

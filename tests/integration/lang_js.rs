@@ -1,7 +1,9 @@
 //! Processors in JavaScript: the JavaScript port of `redact-secrets`, built by
 //! its own `build.sh` (rolldown and componentize-qjs, from
-//! `guest-sdk/js/toolchain.sh`), run in the real host and compared message by
-//! message with the Rust standard processor over the corpus; and a project
+//! `guest-sdk/js/toolchain.sh`: contract 0.1.0; and with `--backend
+//! spidermonkey`, componentize-js: contract 0.2.0), run in the real host and
+//! compared message by message with the Rust standard processor over the
+//! corpus; and a project
 //! made by `agent-host processor new --lang js`, which must pass its own test
 //! under Node and build into a component the host runs.
 //!
@@ -210,7 +212,58 @@ fn js_redact_secrets_matches_the_rust_processor() {
     if langs::skipped("js", module_path!()) {
         return;
     }
-    let js_path = js_redact_secrets();
+    let changed = compare_with_rust(js_redact_secrets(), &CONFIGS);
+    // The comparison is only worth something if there was work to compare.
+    assert!(changed > 1000, "only {changed} messages were redacted");
+}
+
+/// The port built with the SpiderMonkey backend, which builds contract
+/// 0.2.0 (the history stays in the host; the SDK reads the headers, and the
+/// messages on first read): the same output as the Rust processor.
+#[test]
+fn js_redact_secrets_on_spidermonkey_speaks_0_2_0_and_matches_the_rust_processor() {
+    if langs::skipped("js", module_path!()) {
+        return;
+    }
+    let path = js_redact_secrets_spidermonkey();
+    let p = load(path, "{}", FailurePolicy::Fail);
+    assert_eq!(p.contract(), "0.2.0");
+    assert!(!p.uses_wasi(), "imports WASI: {:?}", p.imports());
+    let changed = compare_with_rust(path, &CONFIGS[..2]);
+    assert!(changed > 500, "only {changed} messages were redacted");
+}
+
+/// The JavaScript redact-secrets component built with `--backend
+/// spidermonkey` (its toolchain installed first, with `--spidermonkey`).
+fn js_redact_secrets_spidermonkey() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        langs::script(
+            "js",
+            Command::new("bash")
+                .arg(langs::root().join("guest-sdk/js/toolchain.sh"))
+                .arg("--spidermonkey"),
+            "guest-sdk/js/toolchain.sh --spidermonkey",
+        );
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("js-sm-redact-secrets.wasm");
+        langs::script(
+            "js",
+            Command::new("bash")
+                .arg(langs::root().join("processors/js/redact-secrets/build.sh"))
+                .arg("-o")
+                .arg(&out)
+                .args(["--backend", "spidermonkey"]),
+            "processors/js/redact-secrets/build.sh --backend spidermonkey",
+        );
+        out
+    })
+}
+
+/// Runs the JavaScript component at `js_path` and the Rust processor under
+/// each of `configs` over every corpus history (as it is and with planted
+/// secrets) and the awkward history, requiring the same output message by
+/// message and the same replaced messages; returns how many were replaced.
+fn compare_with_rust(js_path: &Path, configs: &[&str]) -> usize {
     let rust_path = standard_processor("redact-secrets");
     let mut histories: Vec<(String, Vec<Message>)> = corpus_histories();
     assert!(
@@ -225,7 +278,7 @@ fn js_redact_secrets_matches_the_rust_processor() {
     histories.push(("awkward".into(), awkward_history()));
 
     let mut changed = 0;
-    for config in CONFIGS {
+    for config in configs {
         let js = load(js_path, config, FailurePolicy::Fail);
         let rust = load(&rust_path, config, FailurePolicy::Fail);
         for (name, history) in &histories {
@@ -257,8 +310,7 @@ fn js_redact_secrets_matches_the_rust_processor() {
             changed += w.replaced.len();
         }
     }
-    // The comparison is only worth something if there was work to compare.
-    assert!(changed > 1000, "only {changed} messages were redacted");
+    changed
 }
 
 /// The component describes itself as `redact-secrets`, needs no WASI, logs
@@ -273,6 +325,9 @@ fn js_redact_secrets_describes_itself_logs_and_refuses_bad_configs() {
     let description = p.description();
     assert_eq!(description.name, "redact-secrets");
     assert_eq!(description.version, "0.1.0");
+    // Still contract 0.1.0: componentize-qjs never drops the borrowed
+    // history handle a 0.2.0 `process` receives (guest-sdk/js/componentize.sh).
+    assert_eq!(p.contract(), "0.1.0");
     assert!(description.config_example.is_some());
     assert!(!p.uses_wasi(), "the QuickJS build imports no WASI");
 

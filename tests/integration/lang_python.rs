@@ -335,6 +335,8 @@ fn python_redact_secrets_is_a_well_behaved_component() {
     let d = p.description();
     assert_eq!(d.name, "redact-secrets");
     assert_eq!(d.version, "0.1.0");
+    // The SDK builds contract 0.2.0: the history stays in the host.
+    assert_eq!(p.contract(), "0.2.0");
     assert!(!d.reorders);
     let rust = load(&standard_processor("redact-secrets"), "{}");
     assert_eq!(d.summary, rust.description().summary);
@@ -435,6 +437,7 @@ fn processor_new_python_builds_and_runs() {
 
     let p = load(&wasm, "{}");
     assert_eq!(p.description().name, "drop-short");
+    assert_eq!(p.contract(), "0.2.0");
     assert!(!p.uses_wasi());
     let input = agent_host_engine::transcript::sample().transcript.messages;
     let outcome = run(p, input.clone());

@@ -140,7 +140,7 @@ test("configuration: defaults, types and unknown keys name the key", () => {
   assert.match(bad('{"turn": 1}'), /^unknown field `turn`, expected one of `turns`, `words`/);
   assert.equal(bad('{"words": ["a", 2]}'), "`words[1]`: expected a string, found number 2");
   assert.equal(bad('{"nested": [{}]}'), "`nested[0]`: missing field `name`");
-  assert.match(bad("{"), /^the configuration is not JSON/);
+  assert.match(bad("{"), /^not valid JSON/);
   assert.match(bad("[]"), /expected an object, found a list/);
   assert.throws(() => parseConfig('{"x": 1}', config.none), /unknown field `x`, there are none/);
 });

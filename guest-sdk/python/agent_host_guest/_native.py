@@ -1,6 +1,6 @@
 """The contract's types as plain dataclasses, for running processors natively.
 
-They mirror what componentize-py generates from `wit/v0.1.0/history.wit`
+They mirror what componentize-py generates from `wit/v0.2.0/history.wit`
 (same class names, fields and order); `agent_host_guest.selfcheck`, run by
 every build, fails when they drift apart.
 """
@@ -137,6 +137,23 @@ class Message:
     flags: MessageFlags
     metadata: Optional[str]
     tokens: int
+
+
+@dataclass
+class Header:
+    """What a structural processor reads of a message, without its strings."""
+
+    role: Role
+    flags: MessageFlags
+    tokens: int
+    timestamp: Optional[Timestamp]
+    answers: Optional[int]
+    tool_calls: int
+    parts: int
+    content_bytes: int
+    reasoning_bytes: Optional[int]
+    metadata_bytes: int
+    usage: Optional[Usage]
 
 
 @dataclass

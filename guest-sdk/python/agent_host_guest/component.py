@@ -62,6 +62,8 @@ class Processor(exports.Processor):
         return _chosen().describe()
 
     def process(self, ctx, history):  # type: ignore[no-untyped-def]
+        # `history` is the host's history resource, borrowed for the call:
+        # the SDK reads its headers, and its messages on first use.
         try:
             return _processor.answer(_chosen(), ctx, history)
         except BadConfig as e:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import traceback
-from typing import Any, ClassVar, List, Optional, Type
+from typing import Any, ClassVar, List, Optional, Type, Union
 
 from .config import NoConfig, parse_config, prepare
 from .errors import BadConfig, Failed, ProcessorError
@@ -58,12 +58,14 @@ class Processor:
         )
 
     @classmethod
-    def run(cls, ctx: RunContext, messages: List[Message]) -> History:
-        """One call: parse the configuration, run `process` over the history,
-        and return the edited history. Exceptions other than `BadConfig` and
-        `Failed` become `Failed`, with where they were raised."""
+    def run(cls, ctx: RunContext, messages: Union[List[Message], History]) -> History:
+        """One call: parse the configuration, run `process` over the history
+        (a list of messages, or a `History` such as `History.from_host`
+        makes), and return the edited history. Exceptions other than
+        `BadConfig` and `Failed` become `Failed`, with where they were
+        raised."""
         config = parse_config(ctx.config, cls.Config)
-        history = History(ctx, messages)
+        history = messages if isinstance(messages, History) else History(ctx, messages)
         try:
             cls().process(history, config)
         except ProcessorError:
@@ -93,9 +95,13 @@ def export(cls: Type[Processor]) -> Type[Processor]:
     return cls
 
 
-def answer(cls: Type[Processor], ctx: RunContext, messages: List[Message]) -> List[Item]:
-    """The items for the host (raises `BadConfig` or `Failed`)."""
-    return cls.run(ctx, messages).into_items()
+def answer(cls: Type[Processor], ctx: RunContext, history: Any) -> List[Item]:
+    """The items for the host (raises `BadConfig` or `Failed`). `history` is
+    the host's history resource (contract 0.2.0), or a list of messages
+    (0.1.0)."""
+    if not isinstance(history, list):
+        history = History.from_host(ctx, history)
+    return cls.run(ctx, history).into_items()
 
 
 __all__ = ["Processor", "export", "exported", "answer", "BadConfig", "Failed"]

@@ -1,9 +1,8 @@
 """The data a processor sees and returns: the types of the WIT contract
-`agent-host:history@0.1.0` (`wit/v0.1.0/history.wit`).
+`agent-host:history@0.2.0` (`wit/v0.2.0/history.wit`).
 
 Inside the component these are the classes componentize-py generates from the
-WIT (`wit_world.imports.types`), so a history reaches the processor without a
-copy. Outside it (an author's `python3 -m unittest`) they are the plain
+WIT (`wit_world.imports.types`), so what the host sends needs no conversion. Outside it (an author's `python3 -m unittest`) they are the plain
 dataclasses of `_native`, which have the same names, fields and order. The
 build checks that the two agree (`agent_host_guest.selfcheck`).
 
@@ -22,6 +21,7 @@ try:  # Inside the component: the generated classes.
         Error_BadConfig,
         Error_Failed,
         FileRef,
+        Header,
         Image,
         Item_Insert,
         Item_Keep,
@@ -50,6 +50,7 @@ except ImportError:  # Natively: the same shapes, for tests.
         Error_BadConfig,
         Error_Failed,
         FileRef,
+        Header,
         Image,
         Item_Insert,
         Item_Keep,
@@ -94,6 +95,7 @@ CONTRACT_TYPES = {
     "Usage": Usage,
     "MessageFlags": MessageFlags,
     "Message": Message,
+    "Header": Header,
     "Replacement": Replacement,
     "Item_Keep": Item_Keep,
     "Item_Replace": Item_Replace,

@@ -2,7 +2,9 @@
 //! built, so that `processor new --lang python|js|c` works from an installed
 //! binary, far from any checkout: they are written once per version into
 //! the tools folder, laid out as in the checkout (`guest-sdk/<lang>/`,
-//! `wit/v0.1.0/`), which the SDKs' scripts expect.
+//! `wit/v0.2.0/`, the contract the SDKs build against, and `wit/v0.1.0/`,
+//! which JavaScript's QuickJS backend still builds), which the SDKs'
+//! scripts expect.
 
 use std::path::{Path, PathBuf};
 
@@ -162,6 +164,11 @@ const FILES: &[(&str, &str, bool)] = &[
         include_str!("../../../wit/v0.1.0/history.wit"),
         false,
     ),
+    (
+        "wit/v0.2.0/history.wit",
+        include_str!("../../../wit/v0.2.0/history.wit"),
+        false,
+    ),
 ];
 
 /// The folder the embedded SDKs go to: `$AGENT_HOST_TOOLS/sdk/<version>-<digest>`
@@ -251,7 +258,10 @@ fn left_out(path: &str) -> bool {
     parts
         .iter()
         .any(|p| matches!(*p, "template" | "tests" | "test" | "node_modules"))
-        || matches!(name, ".gitignore" | "README.md" | "test_sdk.c")
+        || matches!(
+            name,
+            ".gitignore" | "README.md" | "test_sdk.c" | "test_conformance.c"
+        )
         || path == "guest-sdk/c/test.sh"
 }
 
@@ -272,6 +282,7 @@ mod tests {
             "guest-sdk/js",
             "guest-sdk/c",
             "wit/v0.1.0",
+            "wit/v0.2.0",
         ]
         .iter()
         .map(|d| root.join(d))
@@ -315,6 +326,7 @@ mod tests {
             );
         }
         assert!(root.join("wit/v0.1.0/history.wit").is_file());
+        assert!(root.join("wit/v0.2.0/history.wit").is_file());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -200,7 +200,7 @@ static void test_bad_configs(void) {
     expect_bad("{\"emails\": \"yes\"}", "`emails`: expected a boolean, found a string");
     expect_bad("{\"kinds\": [1]}", "`kinds[0]`: expected a string");
     expect_bad("[1, 2]", "expected a JSON object, found an array");
-    expect_bad("{\"emails\": tru}", "invalid JSON at line 1 column 12");
+    expect_bad("{\"emails\": tru}", "not valid JSON at line 1 column 12");
     char buf[256];
     snprintf(buf, sizeof buf, "{\"placeholder\": \"<%s>\"}", aws_id);
     expect_bad(buf, "would itself be redacted as aws-access-key");
