@@ -15,6 +15,7 @@ use agent_host_testkit::model_server as llm_server;
 mod postgres;
 mod processor_tools;
 mod processors;
+mod replay;
 mod provider;
 mod python_package;
 mod run;
