@@ -8,7 +8,9 @@ use std::process::Output;
 use agent_host_test_artifacts as guests;
 use serde_json::Value;
 
-use crate::util::{STANDARD_PROCESSORS, agent_host, corpus, run, standard_processor, stderr, stdout};
+use crate::util::{
+    STANDARD_PROCESSORS, agent_host, corpus, run, standard_processor, stderr, stdout,
+};
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("a report")).expect("JSON")
@@ -36,13 +38,8 @@ fn recorded(dir: &Path, processor: &str, flags: &[&str]) -> PathBuf {
     let history = dir.join("history.jsonl");
     std::fs::write(&history, agent_host_engine::transcript::SAMPLE).unwrap();
     let report = dir.join("report.json");
-    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> = vec![
-        &"run",
-        &"--input",
-        &history,
-        &"--processor",
-        &processor,
-    ];
+    let mut args: Vec<&dyn AsRef<std::ffi::OsStr>> =
+        vec![&"run", &"--input", &history, &"--processor", &processor];
     for f in flags {
         args.push(f);
     }
@@ -88,8 +85,7 @@ fn every_standard_processors_run_on_the_corpus_replays_byte_for_byte() {
     let inputs = dir.path().join("inputs");
     std::fs::create_dir(&inputs).unwrap();
     let tau = corpus_dir.join("tau-bench-gpt4o-airline/gpt-4o-airline.json");
-    let runs: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string(&tau).unwrap()).unwrap();
+    let runs: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&tau).unwrap()).unwrap();
     for (i, run) in runs.iter().enumerate() {
         write_json(&inputs.join(format!("tau-{i:03}.json")), &run["traj"]);
     }
@@ -171,7 +167,7 @@ fn a_report_records_what_a_replay_needs() {
     let report = recorded(
         dir.path(),
         component.to_str().unwrap(),
-        &["--processor-config", r#"{"turns": 2}"#],
+        &["--processor-config", r#"{"turns": 1}"#],
     );
     let r = read_json(&report);
     // The history's digest is the SHA-256 of it as native JSONL.
@@ -191,7 +187,7 @@ fn a_report_records_what_a_replay_needs() {
     let rec = record(&r, 0);
     assert_eq!(rec["version"], 1);
     assert_eq!(rec["contract"], "0.2.0");
-    assert_eq!(rec["config"], r#"{"turns": 2}"#);
+    assert_eq!(rec["config"], r#"{"turns": 1}"#);
     assert_eq!(rec["input"], r["replay"]["view"]);
     assert_eq!(rec["context"]["now"], r["replay"]["now"]);
     assert_eq!(rec["grants"]["clocks"], false);
@@ -205,7 +201,9 @@ fn a_report_records_what_a_replay_needs() {
     );
     let edits = rec["answer"]["edits"].as_array().unwrap();
     assert!(
-        edits.iter().all(|e| e.as_str().unwrap().starts_with("keep ")),
+        edits
+            .iter()
+            .all(|e| e.as_str().unwrap().starts_with("keep ")),
         "keep-last-turns only keeps: {edits:?}"
     );
     assert_ne!(rec["output"], rec["input"], "it dropped the early turns");
@@ -218,6 +216,13 @@ fn a_report_records_what_a_replay_needs() {
         stdout(&out)
     );
     assert!(stdout(&out).contains("; deterministic"), "{}", stdout(&out));
+
+    let out = replay(dir.path(), &report, &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let found: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(found["pipeline"], Value::Null);
+    assert_eq!(found["processors"][0]["verdict"], "same", "{found}");
+    assert_eq!(found["processors"][0]["deterministic"], true);
 }
 
 #[test]
@@ -236,7 +241,10 @@ fn a_tampered_configuration_gives_another_answer_and_says_where() {
     assert_eq!(code(&out), 4, "{}\n{}", stdout(&out), stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("ANOTHER ANSWER than recorded"), "{text}");
-    assert!(text.contains("first differing edit (#1): recorded `keep "), "{text}");
+    assert!(
+        text.contains("first differing edit (#1): recorded `keep "),
+        "{text}"
+    );
     assert!(text.contains("output: recorded sha256"), "{text}");
     assert!(
         stderr(&out).contains("1 of 1 processor call(s) gave another answer"),
@@ -335,7 +343,11 @@ fn a_history_from_standard_input_must_be_given_again() {
     assert!(stderr(&out).contains("--history FILE"), "{}", stderr(&out));
     let history = dir.path().join("h.jsonl");
     std::fs::write(&history, agent_host_engine::transcript::SAMPLE).unwrap();
-    let out = replay(dir.path(), &report, &["--history", history.to_str().unwrap()]);
+    let out = replay(
+        dir.path(),
+        &report,
+        &["--history", history.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -359,6 +371,10 @@ fn a_clock_reading_guest_is_recorded_nondeterministic_and_replayed_as_such() {
     // std seeds its HashMap through the insecure seed, which the host
     // answers with a fixed seed when random numbers are not granted: called,
     // counted, and not a source of nondeterminism.
+    assert_eq!(
+        rec["sources"]["calls"]["wasi:random/insecure-seed#insecure-seed"], 1,
+        "{rec}"
+    );
     assert!(
         !nondeterministic.contains(&Value::from("wasi:random/insecure-seed#insecure-seed")),
         "{rec}"
@@ -389,7 +405,11 @@ fn a_clock_reading_guest_is_recorded_nondeterministic_and_replayed_as_such() {
     assert_eq!(rec["answer"], Value::Null, "a refused call gives no answer");
     let out = replay(dir.path(), &report, &[]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("no answer, as recorded"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("no answer, as recorded"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// A report cannot grant a folder: a replay repeats a folder grant only
@@ -401,7 +421,10 @@ fn a_reports_folder_grant_needs_the_users_allow_dir() {
     std::fs::create_dir(&granted).unwrap();
     let file = granted.join("note.txt");
     std::fs::write(&file, "hello").unwrap();
-    let config = format!(r#"{{"read": "{}"}}"#, file.canonicalize().unwrap().display());
+    let config = format!(
+        r#"{{"read": "{}"}}"#,
+        file.canonicalize().unwrap().display()
+    );
     let report = recorded(
         dir.path(),
         guests::WASI_FS,
@@ -421,11 +444,19 @@ fn a_reports_folder_grant_needs_the_users_allow_dir() {
         "{}",
         stderr(&out)
     );
-    let out = replay(dir.path(), &report, &["--allow-dir", granted.to_str().unwrap()]);
+    let out = replay(
+        dir.path(),
+        &report,
+        &["--allow-dir", granted.to_str().unwrap()],
+    );
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     // The file changed: the answer does too, where the record said it might.
     std::fs::write(&file, "changed").unwrap();
-    let out = replay(dir.path(), &report, &["--allow-dir", granted.to_str().unwrap()]);
+    let out = replay(
+        dir.path(),
+        &report,
+        &["--allow-dir", granted.to_str().unwrap()],
+    );
     assert_eq!(code(&out), 5, "{}\n{}", stdout(&out), stderr(&out));
 }
 
@@ -447,7 +478,11 @@ fn a_bad_report_is_refused_with_what_is_wrong() {
     write_json(&report, &r);
     let out = replay(dir.path(), &report, &[]);
     assert_eq!(code(&out), 65);
-    assert!(stderr(&out).contains("holds no replay record"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("holds no replay record"),
+        "{}",
+        stderr(&out)
+    );
 
     let mut r = good.clone();
     r["processors"][0]["record"]["limits"]["memory_bytes"] = Value::from(1u64 << 40);
@@ -466,5 +501,9 @@ fn a_bad_report_is_refused_with_what_is_wrong() {
     // A FIFO or a folder is not a report.
     let out = replay(dir.path(), dir.path(), &[]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("not a regular file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -256,6 +256,14 @@ pub enum Difference {
         /// Replayed.
         replayed: String,
     },
+    /// The host-service calls differ in number (a call the record holds
+    /// was not made; one it does not hold stops the call instead).
+    Services {
+        /// Calls recorded.
+        recorded: usize,
+        /// Calls the replay made.
+        replayed: usize,
+    },
     /// The histories after the answer differ.
     Output {
         /// Recorded.
@@ -269,8 +277,12 @@ pub enum Difference {
 /// report, a missing or changed history or component, a refused grant or
 /// limit); a made replay that found differences is an `Ok` whose
 /// [`ReplayOutcome::reproduced`] is false.
-pub fn replay(report: &ReplayReport, options: &ReplayOptions) -> Result<ReplayOutcome, EngineError> {
-    let bad = |why: String| EngineError::InvalidInput(format!("the report cannot be replayed: {why}"));
+pub fn replay(
+    report: &ReplayReport,
+    options: &ReplayOptions,
+) -> Result<ReplayOutcome, EngineError> {
+    let bad =
+        |why: String| EngineError::InvalidInput(format!("the report cannot be replayed: {why}"));
     let run = report.replay.as_ref().ok_or_else(|| {
         bad("it holds no replay record (write one with `agent-host run --report FILE`; a batch or a turn's report holds none)".into())
     })?;
@@ -575,7 +587,11 @@ fn outcome_text(report: &ProcessorReport) -> String {
 /// What differs between a recorded call and its replay, in the order a
 /// reader wants it: the input, the context, the answer, the outcome, the
 /// output.
-fn compare(recorded: &ProcessorReport, record: &RunRecord, replayed: &ProcessorReport) -> Vec<Difference> {
+fn compare(
+    recorded: &ProcessorReport,
+    record: &RunRecord,
+    replayed: &ProcessorReport,
+) -> Vec<Difference> {
     let mut out = Vec::new();
     let Some(new) = replayed.record.as_deref() else {
         return vec![Difference::Outcome {
@@ -606,6 +622,12 @@ fn compare(recorded: &ProcessorReport, record: &RunRecord, replayed: &ProcessorR
             replayed: now,
         });
     }
+    if new.services != record.services {
+        out.push(Difference::Services {
+            recorded: record.services.len(),
+            replayed: new.services.len(),
+        });
+    }
     if new.output != record.output {
         out.push(Difference::Output {
             recorded: record.output.clone(),
@@ -617,12 +639,24 @@ fn compare(recorded: &ProcessorReport, record: &RunRecord, replayed: &ProcessorR
 
 fn context_differences(a: &RecordedContext, b: &RecordedContext) -> Vec<Difference> {
     let fields: [(&str, String, String); 9] = [
-        ("session_key", format!("{:?}", a.session_key), format!("{:?}", b.session_key)),
+        (
+            "session_key",
+            format!("{:?}", a.session_key),
+            format!("{:?}", b.session_key),
+        ),
         ("agent", format!("{:?}", a.agent), format!("{:?}", b.agent)),
         ("model", format!("{:?}", a.model), format!("{:?}", b.model)),
-        ("context_window", a.context_window.to_string(), b.context_window.to_string()),
+        (
+            "context_window",
+            a.context_window.to_string(),
+            b.context_window.to_string(),
+        ),
         ("budget", a.budget.to_string(), b.budget.to_string()),
-        ("total_tokens", a.total_tokens.to_string(), b.total_tokens.to_string()),
+        (
+            "total_tokens",
+            a.total_tokens.to_string(),
+            b.total_tokens.to_string(),
+        ),
         ("turn", a.turn.to_string(), b.turn.to_string()),
         ("usage", format!("{:?}", a.usage), format!("{:?}", b.usage)),
         ("now", a.now.to_rfc3339(), b.now.to_rfc3339()),

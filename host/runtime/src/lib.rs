@@ -721,6 +721,7 @@ impl Runtime {
             let services = match &options.services {
                 Services::Recorded(lists) => record::ServiceLog::Replaying(
                     lists.get(index).cloned().unwrap_or_default().into(),
+                    Vec::new(),
                 ),
                 Services::Live if options.record => record::ServiceLog::Recording(Vec::new()),
                 Services::Live => record::ServiceLog::Live,

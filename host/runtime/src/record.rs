@@ -336,7 +336,9 @@ fn short_sha256(line: &str) -> String {
 fn item_line(item: &wit::Item) -> String {
     match item {
         wit::Item::Keep(i) => json!({ "keep": i }),
-        wit::Item::Replace(r) => json!({ "replace": r.index, "message": message_value(&r.message) }),
+        wit::Item::Replace(r) => {
+            json!({ "replace": r.index, "message": message_value(&r.message) })
+        }
         wit::Item::Insert(m) => json!({ "insert": message_value(m) }),
     }
     .to_string()
@@ -516,8 +518,10 @@ pub(crate) enum ServiceLog {
     Live,
     /// Calls made so far, kept for the record.
     Recording(Vec<ServiceCall>),
-    /// Recorded calls still to answer.
-    Replaying(VecDeque<ServiceCall>),
+    /// Recorded calls still to answer, and those answered so far (the
+    /// replay's own record: a replay that makes fewer calls than its record
+    /// shows it there).
+    Replaying(VecDeque<ServiceCall>, Vec<ServiceCall>),
 }
 
 /// A replayed call that departed from its record.
@@ -567,7 +571,7 @@ impl ServiceLog {
                 });
                 Ok(answer)
             }
-            ServiceLog::Replaying(calls) => {
+            ServiceLog::Replaying(calls, answered) => {
                 let request = serde_json::to_value(request)?;
                 let Some(next) = calls.pop_front() else {
                     return Err(departed(format!(
@@ -585,20 +589,23 @@ impl ServiceLog {
                         }
                     )));
                 }
-                serde_json::from_value(next.answer).map_err(|e| {
+                let answer = serde_json::from_value(next.answer.clone()).map_err(|e| {
                     departed(format!(
                         "the recorded answer of `{service}` does not read: {e}"
                     ))
-                })
+                })?;
+                answered.push(next);
+                Ok(answer)
             }
         }
     }
 
-    /// The calls recorded, for the record.
+    /// The calls made (recorded, or answered from a record), for the
+    /// call's own record.
     pub(crate) fn take(&mut self) -> Vec<ServiceCall> {
         match std::mem::take(self) {
-            ServiceLog::Recording(calls) => calls,
-            _ => Vec::new(),
+            ServiceLog::Recording(calls) | ServiceLog::Replaying(_, calls) => calls,
+            ServiceLog::Live => Vec::new(),
         }
     }
 }
@@ -716,14 +723,12 @@ mod tests {
     #[test]
     fn a_replay_answers_from_the_record_and_refuses_a_departure() {
         let mut live = ServiceLog::Recording(Vec::new());
-        let answer: u32 = live
-            .answer("count", &"some text", |_| Ok(7u32))
-            .unwrap();
+        let answer: u32 = live.answer("count", &"some text", |_| Ok(7u32)).unwrap();
         assert_eq!(answer, 7);
         let calls = live.take();
         assert_eq!(calls.len(), 1);
 
-        let mut replay = ServiceLog::Replaying(calls.clone().into());
+        let mut replay = ServiceLog::Replaying(calls.clone().into(), Vec::new());
         let answer: u32 = replay
             .answer("count", &"some text", |_| -> wasmtime::Result<u32> {
                 panic!("a replay never calls the service")
@@ -735,8 +740,10 @@ mod tests {
             .answer("count", &"some text", |_| Ok(1u32))
             .unwrap_err();
         assert!(e.to_string().contains("does not hold"), "{e}");
+        // What was answered from the record is the replay's own record.
+        assert_eq!(replay.take(), calls);
 
-        let mut replay = ServiceLog::Replaying(calls.into());
+        let mut replay = ServiceLog::Replaying(calls.into(), Vec::new());
         let e = replay
             .answer("count", &"other text", |_| Ok(1u32))
             .unwrap_err();

@@ -171,16 +171,29 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
         let mut m = linker.instance(&mono)?;
         m.func_wrap("now", |mut store: StoreContextMut<'_, State>, (): ()| {
             let state = store.data_mut();
-            state.sources.called("wasi:clocks/monotonic-clock#now", true);
+            state
+                .sources
+                .called("wasi:clocks/monotonic-clock#now", true);
             let (ctx, table) = state.wasi_parts();
-            Ok((monotonic_clock::Host::now(&mut WasiClocksCtxView { ctx: ctx.clocks(), table })?,))
+            Ok((monotonic_clock::Host::now(&mut WasiClocksCtxView {
+                ctx: ctx.clocks(),
+                table,
+            })?,))
         })?;
-        m.func_wrap("resolution", |mut store: StoreContextMut<'_, State>, (): ()| {
-            let state = store.data_mut();
-            state.sources.called("wasi:clocks/monotonic-clock#resolution", true);
-            let (ctx, table) = state.wasi_parts();
-            Ok((monotonic_clock::Host::resolution(&mut WasiClocksCtxView { ctx: ctx.clocks(), table })?,))
-        })?;
+        m.func_wrap(
+            "resolution",
+            |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:clocks/monotonic-clock#resolution", true);
+                let (ctx, table) = state.wasi_parts();
+                Ok((monotonic_clock::Host::resolution(&mut WasiClocksCtxView {
+                    ctx: ctx.clocks(),
+                    table,
+                })?,))
+            },
+        )?;
         m.func_wrap("subscribe-duration", |mut store, (nanos,): (u64,)| {
             store
                 .data_mut()
@@ -208,16 +221,27 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
             let state = store.data_mut();
             state.sources.called("wasi:clocks/wall-clock#now", true);
             let (ctx, table) = state.wasi_parts();
-            let now: Datetime = wall_clock::Host::now(&mut WasiClocksCtxView { ctx: ctx.clocks(), table })?;
+            let now: Datetime = wall_clock::Host::now(&mut WasiClocksCtxView {
+                ctx: ctx.clocks(),
+                table,
+            })?;
             Ok((now,))
         })?;
-        w.func_wrap("resolution", |mut store: StoreContextMut<'_, State>, (): ()| {
-            let state = store.data_mut();
-            state.sources.called("wasi:clocks/wall-clock#resolution", true);
-            let (ctx, table) = state.wasi_parts();
-            let res: Datetime = wall_clock::Host::resolution(&mut WasiClocksCtxView { ctx: ctx.clocks(), table })?;
-            Ok((res,))
-        })?;
+        w.func_wrap(
+            "resolution",
+            |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:clocks/wall-clock#resolution", true);
+                let (ctx, table) = state.wasi_parts();
+                let res: Datetime = wall_clock::Host::resolution(&mut WasiClocksCtxView {
+                    ctx: ctx.clocks(),
+                    table,
+                })?;
+                Ok((res,))
+            },
+        )?;
     } else {
         deny::<(), (u64,)>(linker, &mono, "now", "clocks")?;
         deny::<(), (u64,)>(linker, &mono, "resolution", "clocks")?;
@@ -234,7 +258,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
             "get-random-bytes",
             |mut store: StoreContextMut<'_, State>, (len,): (u64,)| {
                 let state = store.data_mut();
-                state.sources.called("wasi:random/random#get-random-bytes", true);
+                state
+                    .sources
+                    .called("wasi:random/random#get-random-bytes", true);
                 let (ctx, _) = state.wasi_parts();
                 Ok((random::Host::get_random_bytes(ctx.random(), len)?,))
             },
@@ -243,7 +269,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
             "get-random-u64",
             |mut store: StoreContextMut<'_, State>, (): ()| {
                 let state = store.data_mut();
-                state.sources.called("wasi:random/random#get-random-u64", true);
+                state
+                    .sources
+                    .called("wasi:random/random#get-random-u64", true);
                 let (ctx, _) = state.wasi_parts();
                 Ok((random::Host::get_random_u64(ctx.random())?,))
             },
@@ -257,7 +285,10 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
                     .sources
                     .called("wasi:random/insecure#get-insecure-random-bytes", true);
                 let (ctx, _) = state.wasi_parts();
-                Ok((insecure::Host::get_insecure_random_bytes(ctx.random(), len)?,))
+                Ok((insecure::Host::get_insecure_random_bytes(
+                    ctx.random(),
+                    len,
+                )?,))
             },
         )?;
         ii.func_wrap(
@@ -314,25 +345,41 @@ fn count_environment(linker: &mut Linker<State>) -> wasmtime::Result<()> {
                 .sources
                 .called("wasi:cli/environment#get-environment", false);
             let (ctx, table) = state.wasi_parts();
-            Ok((WasiCliCtxView { ctx: ctx.cli(), table }.get_environment()?,))
+            Ok((WasiCliCtxView {
+                ctx: ctx.cli(),
+                table,
+            }
+            .get_environment()?,))
         },
     )?;
     env.func_wrap(
         "get-arguments",
         |mut store: StoreContextMut<'_, State>, (): ()| {
             let state = store.data_mut();
-            state.sources.called("wasi:cli/environment#get-arguments", false);
+            state
+                .sources
+                .called("wasi:cli/environment#get-arguments", false);
             let (ctx, table) = state.wasi_parts();
-            Ok((WasiCliCtxView { ctx: ctx.cli(), table }.get_arguments()?,))
+            Ok((WasiCliCtxView {
+                ctx: ctx.cli(),
+                table,
+            }
+            .get_arguments()?,))
         },
     )?;
     env.func_wrap(
         "initial-cwd",
         |mut store: StoreContextMut<'_, State>, (): ()| {
             let state = store.data_mut();
-            state.sources.called("wasi:cli/environment#initial-cwd", false);
+            state
+                .sources
+                .called("wasi:cli/environment#initial-cwd", false);
             let (ctx, table) = state.wasi_parts();
-            Ok((WasiCliCtxView { ctx: ctx.cli(), table }.initial_cwd()?,))
+            Ok((WasiCliCtxView {
+                ctx: ctx.cli(),
+                table,
+            }
+            .initial_cwd()?,))
         },
     )?;
     Ok(())

@@ -23,7 +23,8 @@ pub const MAX_REPORT_BYTES: u64 = 64 << 20;
 #[command(after_help = "\
 Exit codes: 0 every answer is the same, byte for byte; 4 an answer differs; 5 only answers of
 processors whose recorded run was not deterministic (a clock, randomness, a file, a denied
-call) differ; 65 the report, the history or a component is not what the report records.
+call) differ; 65 the report, the history or a component is not what the report records (a
+changed SHA-256, a refused grant or limit); 1 a history or component is missing.
 
 A report is treated as a stranger's file: a component or history it names is used only when
 its SHA-256 is the recorded one, a folder grant is repeated only with --allow-dir, and limits
@@ -82,7 +83,9 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
     let runs: Vec<(String, serde_json::Value)> = match value.get("histories") {
         Some(serde_json::Value::Array(histories)) => {
             if args.history.is_some() {
-                bail!("{shown} is a batch's report: --history names one history, so replay each without it");
+                bail!(
+                    "{shown} is a batch's report: --history names one history, so replay each without it"
+                );
             }
             histories
                 .iter()
@@ -105,7 +108,8 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
                 "{name} is not a run report agent-host can replay: {e}"
             )))
         })?;
-        let outcome = replay::replay(&report, &options).with_context(|| format!("replaying {name}"))?;
+        let outcome =
+            replay::replay(&report, &options).with_context(|| format!("replaying {name}"))?;
         if !args.json {
             render(&name, &outcome, out)?;
         }
@@ -164,11 +168,13 @@ pub fn run(args: &ReplayArgs, out: &mut dyn Write) -> Result<()> {
 /// Reads a report: a regular file of at most [`MAX_REPORT_BYTES`], JSON.
 fn read_report(path: &Path) -> Result<serde_json::Value> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read the report {shown}"))?;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read the report {shown}"))?;
     if !meta.is_file() {
         bail!("cannot read the report {shown}: it is not a regular file");
     }
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read the report {shown}"))?;
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read the report {shown}"))?;
     let mut bytes = Vec::new();
     file.take(MAX_REPORT_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -228,7 +234,13 @@ fn render(name: &str, outcome: &ReplayOutcome, out: &mut dyn Write) -> Result<()
             Verdict::Same => {
                 let answer = p.answer.as_ref().map_or_else(
                     || "no answer, as recorded".to_owned(),
-                    |a| format!("the same answer (sha256 {}, {} items)", short(&a.sha256), a.items),
+                    |a| {
+                        format!(
+                            "the same answer (sha256 {}, {} items)",
+                            short(&a.sha256),
+                            a.items
+                        )
+                    },
                 );
                 writeln!(out, "  {who}: {answer}; {determinism}")?;
             }
@@ -277,8 +289,10 @@ fn explain(d: &Difference, out: &mut dyn Write) -> Result<()> {
                 short(replayed)
             )?;
             let edit = |e: &Option<String>| {
-                e.as_deref()
-                    .map_or_else(|| "(the answer ends)".to_owned(), |e| format!("`{}`", safe(e)))
+                e.as_deref().map_or_else(
+                    || "(the answer ends)".to_owned(),
+                    |e| format!("`{}`", safe(e)),
+                )
             };
             if first.recorded.is_none() && first.replayed.is_none() {
                 if first.beyond_summary {
@@ -308,6 +322,10 @@ fn explain(d: &Difference, out: &mut dyn Write) -> Result<()> {
             "    outcome: recorded {}, replayed {}",
             safe(recorded),
             safe(replayed)
+        )?,
+        Difference::Services { recorded, replayed } => writeln!(
+            out,
+            "    host services: {recorded} call(s) recorded, {replayed} made"
         )?,
         Difference::Output { recorded, replayed } => writeln!(
             out,

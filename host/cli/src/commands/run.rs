@@ -526,7 +526,8 @@ fn process(
             };
             for p in chain.processors() {
                 let before = messages.clone();
-                let outcome = runtime.run_with(std::slice::from_ref(p), &info, messages, &recording);
+                let outcome =
+                    runtime.run_with(std::slice::from_ref(p), &info, messages, &recording);
                 messages = outcome.messages;
                 for report in &outcome.reports {
                     stages.push(trace::processor_stage(&before, &messages, report));
