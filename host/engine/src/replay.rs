@@ -204,7 +204,8 @@ pub struct ProcessorReplay {
     pub nondeterministic: Vec<String>,
     /// Its answer's digest and size, as recorded.
     pub answer: Option<AnswerRecord>,
-    /// What the replay found.
+    /// What the replay found (`verdict`, and `differences` when it differs).
+    #[serde(flatten)]
     pub verdict: Verdict,
 }
 

@@ -302,7 +302,9 @@ pub enum Cause {
     /// Its answer breaks the provider rules and was rejected.
     #[error("gave an answer that breaks the provider rules: {0}")]
     Invalid(String),
-    /// In a replay, it made a host-service call its record does not hold.
-    #[error("departed from its recorded run: {0}")]
+    /// Its host-service calls went past its record: in a replay, a call the
+    /// record does not hold (or another request); in a recorded run, more
+    /// calls than a record keeps.
+    #[error("{0}")]
     Replay(String),
 }

@@ -524,7 +524,8 @@ pub(crate) enum ServiceLog {
     Replaying(VecDeque<ServiceCall>, Vec<ServiceCall>),
 }
 
-/// A replayed call that departed from its record.
+/// A host-service call that went past its record: a replay's call the
+/// record does not hold, or a recorded run's call over the cap.
 #[derive(Debug)]
 pub(crate) struct ReplayDeparted(pub(crate) String);
 
@@ -543,6 +544,9 @@ impl ServiceLog {
     ///
     /// The error is the guest's trap: a live service's own failure, or a
     /// [`ReplayDeparted`] that the runtime reports as `Cause::Replay`.
+    /// A service's host function calls it as
+    /// `state.services.answer("summarize", &request, |r| summarize(r))`,
+    /// with the service's own serde request and answer types.
     #[allow(dead_code)] // The route the host services take; none is recorded yet.
     pub(crate) fn answer<Q, A>(
         &mut self,
@@ -560,7 +564,7 @@ impl ServiceLog {
             ServiceLog::Recording(calls) => {
                 if calls.len() >= MAX_SERVICE_CALLS {
                     return Err(departed(format!(
-                        "made more than {MAX_SERVICE_CALLS} host-service calls in one run"
+                        "made more than the {MAX_SERVICE_CALLS} host-service calls a recorded run keeps"
                     )));
                 }
                 let answer = live(request)?;
@@ -575,12 +579,12 @@ impl ServiceLog {
                 let request = serde_json::to_value(request)?;
                 let Some(next) = calls.pop_front() else {
                     return Err(departed(format!(
-                        "called the `{service}` service, which the record does not hold"
+                        "in a replay, called the `{service}` service, which its record does not hold"
                     )));
                 };
                 if next.service != service || next.request != request {
                     return Err(departed(format!(
-                        "called `{service}` where the record holds a call of `{}`{}",
+                        "in a replay, called `{service}` where its record holds a call of `{}`{}",
                         next.service,
                         if next.service == service {
                             " with another request"
@@ -591,7 +595,7 @@ impl ServiceLog {
                 }
                 let answer = serde_json::from_value(next.answer.clone()).map_err(|e| {
                     departed(format!(
-                        "the recorded answer of `{service}` does not read: {e}"
+                        "in a replay, the recorded answer of `{service}` does not read: {e}"
                     ))
                 })?;
                 answered.push(next);
