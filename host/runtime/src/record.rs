@@ -7,22 +7,8 @@
 //! after the answer was applied, the host services it called and their
 //! answers, and which sources of nondeterminism it used ([`Sources`]).
 //!
-//! The canonical serialisations behind the digests (all SHA-256, lowercase
-//! hex):
-//!
-//! - a **history** is hashed as native JSONL: each message as one line of
-//!   core's JSONL writer (`format::jsonl::write_line`: the message model's
-//!   fields in their order, metadata keys in their order), each line ending
-//!   in `\n`; exactly what `agent-host convert --to jsonl` writes.
-//! - an **answer** is hashed as one JSON line per item, each ending in `\n`:
-//!   `{"keep":I}`, `{"replace":I,"message":M}`, `{"insert":M}`, or, when the
-//!   processor answered with an error, the single line `{"error":{"bad-config":T}}`
-//!   or `{"error":{"failed":T}}`. `M` is the message as the guest returned it,
-//!   in the WIT record's field order with its WIT names (`id`, `role`,
-//!   `content`, `parts`, `reasoning`, `tool-calls`, `tool-call-id`,
-//!   `tool-name`, `usage`, `model`, `timestamp`, `agent`, `channel`,
-//!   `flags`, `metadata`, `tokens`). A 0.1.0 and a 0.2.0 answer with the
-//!   same items hash the same.
+//! The canonical serialisations behind the digests are told on
+//! [`RunRecord`].
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -46,8 +32,27 @@ pub const MAX_RECORDED_EDITS: usize = 10_000;
 /// making more is refused (`Cause::Replay`) rather than recorded in part.
 pub const MAX_SERVICE_CALLS: usize = 1_000;
 
-/// What one processor call saw and answered. See the [module
-/// documentation](self) for the digests.
+/// What one processor call saw and answered.
+///
+/// The canonical serialisations behind the digests (all SHA-256, lowercase
+/// hex):
+///
+/// - a **history** is hashed as native JSONL: each message as one line of
+///   core's JSONL writer (`format::jsonl::write_line`: the message model's
+///   fields in their order, metadata keys in their order), each line ending
+///   in `\n`; exactly what `agent-host convert --to jsonl` writes.
+/// - an **answer** is hashed as one JSON line per item, each ending in `\n`:
+///   `{"keep":I}`, `{"replace":I,"message":M}`, `{"insert":M}`, or, when the
+///   processor answered with an error, the single line `{"error":{"bad-config":T}}`
+///   or `{"error":{"failed":T}}`. `M` is the message as the guest returned it,
+///   in the WIT record's field order with its WIT names (`id`, `role`,
+///   `content`, `parts`, `reasoning`, `tool-calls`, `tool-call-id`,
+///   `tool-name`, `usage`, `model`, `timestamp`, `agent`, `channel`,
+///   `flags`, `metadata`, `tokens`): a variant as a one-key object
+///   (`{"text":T}`, `{"url":U}`), flags as the list of their names, an
+///   absent option as `null`, records with their WIT field names in WIT
+///   order. JSON is written compact, as `serde_json` writes it. A 0.1.0 and
+///   a 0.2.0 answer with the same items hash the same.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     /// The record's shape ([`RECORD_VERSION`]).
@@ -495,7 +500,8 @@ pub struct ServiceCall {
 /// The log and token-estimate functions of the contract are computed by
 /// the host from their arguments alone and are neither recorded nor
 /// replayed; a service whose answer comes from outside (a model, a store)
-/// is answered through [`ServiceLog::answer`], which records it in a live
+/// is answered through the runtime's one service route (`ServiceLog::answer`),
+/// which records it in a live
 /// run and answers it from the record in a replay.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Services {
