@@ -20,7 +20,7 @@ use crate::session::Checkpoint;
 use crate::tokens::TokenCounter;
 
 /// How big the context is and how it is shared.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BudgetConfig {
     /// The model's context window, in tokens (default 128,000).
     pub context_limit: u32,

@@ -29,7 +29,7 @@ use crate::summarize::{DEFAULT_MAX_WORDS, Summarizer, SummaryError, SummaryReque
 use crate::tokens::TokenCounter;
 
 /// When and how to summarize.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SummaryConfig {
     /// Summarize when more messages than this came since the last summary
     /// (default 30; `None` turns the trigger off).

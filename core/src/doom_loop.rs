@@ -41,7 +41,7 @@ pub const METADATA_KEY: &str = "doom_loop";
 pub const ID_PREFIX: &str = "doom-loop-";
 
 /// When repeated calls count as a doom loop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DoomLoopConfig {
     /// How many identical consecutive calls make a loop. Values below 2 are
     /// treated as 2: one call is never a loop.

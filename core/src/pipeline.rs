@@ -34,7 +34,7 @@ use crate::truncate::{self, TruncateConfig, Truncation};
 use crate::validate::{self, Violation};
 
 /// Which stages run, and with what settings.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PipelineConfig {
     /// The context budget.
     pub budget: BudgetConfig,

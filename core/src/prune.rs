@@ -21,7 +21,7 @@ use crate::message::{Message, Role, nth_last_position};
 pub const PRUNED_KEY: &str = "pruned";
 
 /// When and how tool results are pruned.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PruneConfig {
     /// Results shorter than this many characters are never pruned (default 50,000).
     pub min_chars: usize,

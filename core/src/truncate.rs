@@ -11,7 +11,7 @@ use crate::message::{MediaRef, Message, Part, Role};
 use crate::tokens::TokenCounter;
 
 /// Limits of emergency truncation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TruncateConfig {
     /// Tool results longer than this many characters are cut (default 2,000).
     pub max_tool_result_chars: usize,

@@ -17,6 +17,7 @@ mod processor_tools;
 mod processors;
 mod provider;
 mod python_package;
+mod replay;
 mod run;
 mod runtime;
 mod serve;

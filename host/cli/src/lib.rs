@@ -37,6 +37,12 @@ pub const EXIT_PROCESSOR_FAILED: u8 = 3;
 pub const EXIT_PROVIDER_FAILED: u8 = 69;
 /// Exit code for a configuration file or variable that is wrong (sysexits' EX_CONFIG).
 pub const EXIT_CONFIG: u8 = 78;
+/// Exit code for a replay whose answers differ from the recorded run's.
+pub const EXIT_REPLAY_DIFFERS: u8 = 4;
+/// Exit code for a replay whose answers differ only where the recorded run
+/// was not deterministic (it read a clock, randomness or files, or made a
+/// call it was not granted).
+pub const EXIT_REPLAY_NONDETERMINISTIC: u8 = 5;
 
 /// agent-host: sessions and context for LLM agents, with sandboxed history processors.
 #[derive(Debug, Parser)]
@@ -78,6 +84,13 @@ enum Command {
     /// --processor in order inside the WebAssembly sandbox, validates the result and writes
     /// it (OpenAI chat messages by default) with an optional provenance report.
     Run(Box<RunArgs>),
+    /// Run a recorded run's processors again and check each answer is the same, byte for byte.
+    ///
+    /// Reads a report written by `run --report`, reads the history it records (or --history)
+    /// and checks its SHA-256, makes the processors' input with the recorded pipeline and
+    /// clock, then runs each processor with its recorded context, configuration, grants and
+    /// limits, and compares its answer and output with the record.
+    Replay(Box<crate::commands::replay::ReplayArgs>),
     /// Talk to the configured model in a stored session, with slash commands.
     ///
     /// Each message is a turn: the session's history goes through the pipeline (summarizing
@@ -223,6 +236,7 @@ pub fn run(cli: Cli, matches: &ArgMatches, out: &mut dyn Write) -> anyhow::Resul
             let settings = settings(args.overrides())?;
             crate::commands::run::run(*args, sub, &settings, out)
         }
+        Command::Replay(args) => crate::commands::replay::run(&args, out),
         Command::Sessions(command) => {
             let settings = settings(&Overrides::default())?;
             command.run(&settings.store, out)
@@ -368,6 +382,16 @@ pub fn limit_hint(error: &anyhow::Error) -> Option<String> {
 pub fn exit_code(error: &anyhow::Error) -> ExitCode {
     if error.chain().any(|e| e.is::<UsageError>()) {
         return ExitCode::from(2);
+    }
+    if let Some(differs) = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<crate::commands::replay::ReplayDiffers>())
+    {
+        return ExitCode::from(if differs.only_nondeterministic {
+            EXIT_REPLAY_NONDETERMINISTIC
+        } else {
+            EXIT_REPLAY_DIFFERS
+        });
     }
     match error_kind(error) {
         Some(ErrorKind::InvalidInput | ErrorKind::LimitExceeded) => ExitCode::from(EXIT_BAD_INPUT),

@@ -67,6 +67,7 @@ mod events;
 mod exchange;
 pub mod llm_summarizer;
 pub mod memory_tools;
+pub mod replay;
 pub mod trace;
 pub mod transcript;
 

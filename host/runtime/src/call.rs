@@ -35,6 +35,8 @@ impl Call {
             name: name.to_owned(),
             counter: Arc::clone(&sandbox.counter),
             deadline,
+            sources: record::SourceLog::default(),
+            services: record::ServiceLog::default(),
         };
         let mut store = Store::new(&sandbox.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -69,6 +71,9 @@ impl Call {
             return Cause::Table {
                 limit: limits.table_elements,
             };
+        }
+        if let Some(departed) = e.downcast_ref::<record::ReplayDeparted>() {
+            return Cause::Replay(departed.to_string());
         }
         if let Some(denied) = e.downcast_ref::<wasi::NotGranted>() {
             return Cause::NotGranted(denied.to_string());
@@ -141,6 +146,11 @@ pub(crate) struct State {
     pub(crate) name: String,
     pub(crate) counter: Arc<dyn TokenCounter>,
     pub(crate) deadline: Instant,
+    /// The WASI functions the call used that read a clock, randomness, the
+    /// environment or files, and those it was refused.
+    pub(crate) sources: record::SourceLog,
+    /// Where its host-service calls are answered (and recorded).
+    pub(crate) services: record::ServiceLog,
 }
 
 impl State {

@@ -399,7 +399,7 @@ impl Runtime {
             .map_err(anyhow::Error::from)
             .context("linking the host interface")?;
         if uses_wasi {
-            wasi::add_to_linker(&mut linker, false, false)
+            wasi::add_to_linker(&mut linker, &Grants::default())
                 .map_err(anyhow::Error::from)
                 .context("linking WASI")?;
         }

@@ -43,6 +43,7 @@ mod compile;
 mod hook;
 mod limits;
 mod processor;
+mod record;
 mod report;
 mod v0_2;
 mod wasi;
@@ -84,6 +85,11 @@ pub use processor::{
 use call::{Call, Sandbox, State, Ticker};
 pub use hook::{Hook, HookEvent, HookKind, HookOptions, HookOutcome};
 use processor::Bound;
+pub use record::{
+    AnswerRecord, EditDifference, HistoryDigest, MAX_RECORDED_EDITS, MAX_SERVICE_CALLS,
+    RECORD_VERSION, RecordedContext, RunRecord, ServiceCall, Services, Sources, history_sha256,
+    sha256_hex,
+};
 pub use report::{LogLine, Outcome, ProcessorReport, Replaced};
 pub use wasi::{Grants, Import, ImportUse};
 
@@ -188,6 +194,19 @@ pub struct RunOutcome {
     pub failure: Option<ProcessorError>,
 }
 
+/// How [`Runtime::run_with`] makes a run, beyond its processors, context
+/// and history.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Record each call in its report ([`ProcessorReport::record`]): what it
+    /// saw and answered, by digest, so that it can be replayed. Costs hashing
+    /// the history before and after each processor, and its answer.
+    pub record: bool,
+    /// Where the processors' host-service calls get their answers: the
+    /// services themselves, or (in a replay) the calls of a record.
+    pub services: Services,
+}
+
 /// The processor runtime. See the [module documentation](self).
 pub struct Runtime {
     cache: Option<CompileCache>,
@@ -232,6 +251,14 @@ impl Runtime {
     pub fn load_file(&self, path: &Path, options: ProcessorOptions) -> Result<Processor> {
         let bytes = self.read_component("processor", path)?;
         self.load(&path.display().to_string(), &bytes, options)
+    }
+
+    /// Reads a processor's component file as [`load_file`](Self::load_file)
+    /// does, without loading it: a regular file, within
+    /// [`RuntimeConfig::max_component_bytes`]. For a caller that checks the
+    /// bytes (their digest, say) before [`load`](Self::load)ing them.
+    pub fn read_processor_file(&self, path: &Path) -> Result<Vec<u8>> {
+        self.read_component("processor", path)
     }
 
     /// Reads a component file (`what` names it in errors): a regular file
@@ -407,7 +434,7 @@ impl Runtime {
         .map_err(anyhow::Error::from)
         .context("linking the host interface")?;
         if uses_wasi {
-            wasi::add_to_linker(&mut linker, options.grants.clocks, options.grants.random)
+            wasi::add_to_linker(&mut linker, &options.grants)
                 .map_err(anyhow::Error::from)
                 .context("linking WASI")?;
         }
@@ -571,9 +598,17 @@ impl Runtime {
         info: &RunInfo,
         history: Vec<Message>,
         report: &mut ProcessorReport,
-    ) -> (Vec<Message>, Called) {
+        traced: Traced,
+    ) -> (Vec<Message>, Called, CallTrace) {
         let (ctx, tokens) = self.run_context(p, info, &history, report);
+        let mut trace = CallTrace {
+            context: record::RecordedContext::of(&ctx, info.now),
+            answer: None,
+            sources: Sources::default(),
+            services: Vec::new(),
+        };
         let mut call = self.start_call(p);
+        call.store.data_mut().services = traced.services;
         let deadline = call.store.data().deadline;
         let (history, result) = match &p.bound {
             Bound::V0_1 { pre, process } => {
@@ -632,6 +667,18 @@ impl Runtime {
             }
         };
         report.time_ms = call.started.elapsed().as_secs_f64() * 1e3;
+        if traced.record {
+            trace.answer = match &result {
+                Ok(Ok(items)) => Some(record::AnswerRecord::of_items(items)),
+                Ok(Err(e)) => Some(record::AnswerRecord::of_error(e)),
+                Err(_) => None,
+            };
+        }
+        {
+            let state = call.store.data_mut();
+            trace.sources = state.sources.take();
+            trace.services = state.services.take();
+        }
         let outcome = match result {
             Ok(Ok(items)) => Ok((items, deadline)),
             Ok(Err(wit::Error::BadConfig(m))) => Err(Cause::BadConfig(m)),
@@ -639,7 +686,7 @@ impl Runtime {
             Err(e) => Err(call.classify(&p.options.limits, e)),
         };
         call.finish(report);
-        (history, outcome)
+        (history, outcome, trace)
     }
 
     /// Runs `processors` in order over `history`. A processor that fails
@@ -652,15 +699,41 @@ impl Runtime {
         info: &RunInfo,
         history: Vec<Message>,
     ) -> RunOutcome {
+        self.run_with(processors, info, history, &RunOptions::default())
+    }
+
+    /// [`run`](Self::run), recording each call in its report when
+    /// `options.record` is set, with host-service answers from
+    /// `options.services`.
+    pub fn run_with(
+        &self,
+        processors: &[Processor],
+        info: &RunInfo,
+        history: Vec<Message>,
+        options: &RunOptions,
+    ) -> RunOutcome {
         let mut messages = history;
         let mut reports = Vec::with_capacity(processors.len());
-        for p in processors {
+        for (index, p) in processors.iter().enumerate() {
             let mut report = ProcessorReport::new(p);
             report.messages_before = messages.len();
-            let (input, called) = self.call(p, info, messages, &mut report);
-            messages = input;
+            let input = options.record.then(|| HistoryDigest::of(&messages));
+            let services = match &options.services {
+                Services::Recorded(lists) => record::ServiceLog::Replaying(
+                    lists.get(index).cloned().unwrap_or_default().into(),
+                    Vec::new(),
+                ),
+                Services::Live if options.record => record::ServiceLog::Recording(Vec::new()),
+                Services::Live => record::ServiceLog::Live,
+            };
+            let traced = Traced {
+                record: options.record,
+                services,
+            };
+            let (input_messages, called, trace) = self.call(p, info, messages, &mut report, traced);
+            messages = input_messages;
             let cause = match called {
-                Err(cause) => cause,
+                Err(cause) => Some(cause),
                 Ok((items, deadline)) => {
                     let expired = || Instant::now() >= deadline;
                     let rules = apply::Rules::of(p);
@@ -668,31 +741,37 @@ impl Runtime {
                     match apply::apply(messages, items, &rules, counter, &mut report, &expired) {
                         Ok(out) => {
                             messages = out;
-                            report.messages_after = messages.len();
-                            reports.push(report);
-                            continue;
+                            None
                         }
                         // `apply` gives the input back untouched.
                         Err((input, cause)) => {
                             messages = input;
-                            cause
+                            Some(cause)
                         }
                     }
                 }
             };
-            let error = ProcessorError {
-                name: p.name().to_owned(),
-                hash: p.hash.clone(),
-                role: ComponentRole::Processor,
-                cause,
-            };
-            report.fail(&error);
+            let failure = cause.map(|cause| {
+                let error = ProcessorError {
+                    name: p.name().to_owned(),
+                    hash: p.hash.clone(),
+                    role: ComponentRole::Processor,
+                    cause,
+                };
+                report.fail(&error);
+                report.tokens_after = report.tokens_before;
+                // The report carries the failure; callers decide how loud it is.
+                tracing::info!(policy = ?p.options.on_failure, "{error}");
+                error
+            });
             report.messages_after = messages.len();
-            report.tokens_after = report.tokens_before;
-            // The report carries the failure; callers decide how loud it is.
-            tracing::info!(policy = ?p.options.on_failure, "{error}");
+            if let Some(input) = input {
+                report.record = Some(Box::new(record::finish(p, input, trace, &messages)));
+            }
             reports.push(report);
-            if p.options.on_failure == FailurePolicy::Fail {
+            if let Some(error) = failure
+                && p.options.on_failure == FailurePolicy::Fail
+            {
                 return RunOutcome {
                     messages,
                     reports,
@@ -706,6 +785,22 @@ impl Runtime {
             failure: None,
         }
     }
+}
+
+/// What a call is asked to keep beyond its answer.
+struct Traced {
+    /// Whether to record the answer's digest.
+    record: bool,
+    /// Where host-service calls are answered.
+    services: record::ServiceLog,
+}
+
+/// What a call saw and used, for its record.
+pub(crate) struct CallTrace {
+    pub(crate) context: record::RecordedContext,
+    pub(crate) answer: Option<record::AnswerRecord>,
+    pub(crate) sources: Sources,
+    pub(crate) services: Vec<ServiceCall>,
 }
 
 /// What one call gave: the raw answer and the call's deadline, or why there

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wasmtime::ResourceLimiter;
 
 /// Limits on one processor call. The defaults are safe for processors from
@@ -23,7 +23,7 @@ use wasmtime::ResourceLimiter;
 /// };
 /// assert_eq!(limits.memory_bytes, 64 << 20);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// Linear memory, summed over the component's memories (default 64 MiB).
     pub memory_bytes: usize,

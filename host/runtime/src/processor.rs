@@ -4,7 +4,7 @@
 use super::*;
 
 /// What to do when a processor fails (a trap, a timeout, a limit, a bad answer).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailurePolicy {
     /// Log it, keep the processor's input, carry on with the next one.
@@ -16,7 +16,7 @@ pub enum FailurePolicy {
 
 /// What to do with an answer that breaks the provider rules (an orphaned tool
 /// result, a call without its result, ...).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InvalidPolicy {
     /// Throw the answer away; the processor's input stands.
@@ -302,4 +302,9 @@ pub enum Cause {
     /// Its answer breaks the provider rules and was rejected.
     #[error("gave an answer that breaks the provider rules: {0}")]
     Invalid(String),
+    /// Its host-service calls went past its record: in a replay, a call the
+    /// record does not hold (or another request); in a recorded run, more
+    /// calls than a record keeps.
+    #[error("{0}")]
+    Replay(String),
 }

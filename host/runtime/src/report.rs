@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{CacheOutcome, Processor, ProcessorError};
+use super::{CacheOutcome, Processor, ProcessorError, RunRecord};
 
 /// What became of a processor's call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +78,10 @@ pub struct ProcessorReport {
     pub logs: Vec<LogLine>,
     /// Log lines over the limit, counted but not kept.
     pub logs_dropped: usize,
+    /// What the call saw and answered, by digest, when the run was recorded
+    /// ([`RunOptions::record`](crate::RunOptions::record)): enough to replay it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Box<RunRecord>>,
 }
 
 impl ProcessorReport {
@@ -122,6 +126,7 @@ impl ProcessorReport {
             repairs: Vec::new(),
             logs: Vec::new(),
             logs_dropped: 0,
+            record: None,
         }
     }
 

@@ -7,11 +7,16 @@
 //! network, and clocks and random numbers that trap with an explanation when
 //! called (only `wasi:random/insecure-seed` answers, with a fixed seed, since
 //! Rust's `HashMap` asks for one on creation).
+//!
+//! Every function that reads a clock, randomness, the environment or the
+//! granted folders is counted at the host on its way to WASI's own
+//! implementation (and every refused call noted), so that a call's record
+//! says whether it was deterministic (see [`crate::record::Sources`]).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use wasmtime::component::{Linker, Resource};
 use wasmtime::{StoreContextMut, Trap};
 use wasmtime_wasi::p2::DynPollable;
@@ -27,7 +32,7 @@ const WASI: &str = "0.2.12";
 pub(crate) const STDIO_CAPTURE: usize = 64 << 10;
 
 /// Capabilities granted to one processor. Everything not granted is closed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grants {
     /// Host directories the processor may read (never write), each visible to
     /// the guest at the same absolute path.
@@ -148,51 +153,261 @@ pub(crate) fn context(
 }
 
 /// Adds WASI to `linker`, with the clock and random functions replaced by
-/// traps unless granted, and sleeping cut off at the call's deadline.
-pub(crate) fn add_to_linker(
-    linker: &mut Linker<State>,
-    clocks: bool,
-    random: bool,
-) -> wasmtime::Result<()> {
+/// traps unless granted, sleeping cut off at the call's deadline, and every
+/// function that reads a clock, randomness, the environment or the granted
+/// folders counted into the call's [`SourceLog`](crate::record::SourceLog)
+/// on its way to WASI's own implementation.
+pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasmtime::Result<()> {
+    use wasmtime_wasi::clocks::WasiClocksCtxView;
+    use wasmtime_wasi::p2::bindings::clocks::{monotonic_clock, wall_clock};
+    use wasmtime_wasi::p2::bindings::random::{insecure, insecure_seed, random};
+    type Datetime = wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
+
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     linker.allow_shadowing(true);
-    if clocks {
-        let mut mono = linker.instance(&format!("wasi:clocks/monotonic-clock@{WASI}"))?;
-        mono.func_wrap("subscribe-duration", |store, (nanos,): (u64,)| {
+    let mono = format!("wasi:clocks/monotonic-clock@{WASI}");
+    let wall = format!("wasi:clocks/wall-clock@{WASI}");
+    if grants.clocks {
+        let mut m = linker.instance(&mono)?;
+        m.func_wrap("now", |mut store: StoreContextMut<'_, State>, (): ()| {
+            let state = store.data_mut();
+            state
+                .sources
+                .called("wasi:clocks/monotonic-clock#now", true);
+            let (ctx, table) = state.wasi_parts();
+            Ok((monotonic_clock::Host::now(&mut WasiClocksCtxView {
+                ctx: ctx.clocks(),
+                table,
+            })?,))
+        })?;
+        m.func_wrap(
+            "resolution",
+            |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:clocks/monotonic-clock#resolution", true);
+                let (ctx, table) = state.wasi_parts();
+                Ok((monotonic_clock::Host::resolution(&mut WasiClocksCtxView {
+                    ctx: ctx.clocks(),
+                    table,
+                })?,))
+            },
+        )?;
+        m.func_wrap("subscribe-duration", |mut store, (nanos,): (u64,)| {
+            store
+                .data_mut()
+                .sources
+                .called("wasi:clocks/monotonic-clock#subscribe-duration", true);
             sleep_until_deadline(store, nanos)
         })?;
-        mono.func_wrap("subscribe-instant", |mut store, (when,): (u64,)| {
+        m.func_wrap("subscribe-instant", |mut store, (when,): (u64,)| {
             let now = {
-                let (ctx, table) = store.data_mut().wasi_parts();
-                let mut view = wasmtime_wasi::clocks::WasiClocksCtxView {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:clocks/monotonic-clock#subscribe-instant", true);
+                let (ctx, table) = state.wasi_parts();
+                let mut view = WasiClocksCtxView {
                     ctx: ctx.clocks(),
                     table,
                 };
-                view.now()?
+                monotonic_clock::Host::now(&mut view)?
             };
             sleep_until_deadline(store, when.saturating_sub(now))
         })?;
+        let mut w = linker.instance(&wall)?;
+        w.func_wrap("now", |mut store: StoreContextMut<'_, State>, (): ()| {
+            let state = store.data_mut();
+            state.sources.called("wasi:clocks/wall-clock#now", true);
+            let (ctx, table) = state.wasi_parts();
+            let now: Datetime = wall_clock::Host::now(&mut WasiClocksCtxView {
+                ctx: ctx.clocks(),
+                table,
+            })?;
+            Ok((now,))
+        })?;
+        w.func_wrap(
+            "resolution",
+            |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:clocks/wall-clock#resolution", true);
+                let (ctx, table) = state.wasi_parts();
+                let res: Datetime = wall_clock::Host::resolution(&mut WasiClocksCtxView {
+                    ctx: ctx.clocks(),
+                    table,
+                })?;
+                Ok((res,))
+            },
+        )?;
     } else {
-        let mono = format!("wasi:clocks/monotonic-clock@{WASI}");
         deny::<(), (u64,)>(linker, &mono, "now", "clocks")?;
         deny::<(), (u64,)>(linker, &mono, "resolution", "clocks")?;
         deny::<(u64,), (Resource<DynPollable>,)>(linker, &mono, "subscribe-duration", "clocks")?;
         deny::<(u64,), (Resource<DynPollable>,)>(linker, &mono, "subscribe-instant", "clocks")?;
-        let wall = format!("wasi:clocks/wall-clock@{WASI}");
-        type Datetime = wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
         deny::<(), (Datetime,)>(linker, &wall, "now", "clocks")?;
         deny::<(), (Datetime,)>(linker, &wall, "resolution", "clocks")?;
     }
-    if !random {
-        let r = format!("wasi:random/random@{WASI}");
+    let r = format!("wasi:random/random@{WASI}");
+    let i = format!("wasi:random/insecure@{WASI}");
+    if grants.random {
+        let mut ri = linker.instance(&r)?;
+        ri.func_wrap(
+            "get-random-bytes",
+            |mut store: StoreContextMut<'_, State>, (len,): (u64,)| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:random/random#get-random-bytes", true);
+                let (ctx, _) = state.wasi_parts();
+                Ok((random::Host::get_random_bytes(ctx.random(), len)?,))
+            },
+        )?;
+        ri.func_wrap(
+            "get-random-u64",
+            |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:random/random#get-random-u64", true);
+                let (ctx, _) = state.wasi_parts();
+                Ok((random::Host::get_random_u64(ctx.random())?,))
+            },
+        )?;
+        let mut ii = linker.instance(&i)?;
+        ii.func_wrap(
+            "get-insecure-random-bytes",
+            |mut store: StoreContextMut<'_, State>, (len,): (u64,)| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:random/insecure#get-insecure-random-bytes", true);
+                let (ctx, _) = state.wasi_parts();
+                Ok((insecure::Host::get_insecure_random_bytes(
+                    ctx.random(),
+                    len,
+                )?,))
+            },
+        )?;
+        ii.func_wrap(
+            "get-insecure-random-u64",
+            |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:random/insecure#get-insecure-random-u64", true);
+                let (ctx, _) = state.wasi_parts();
+                Ok((insecure::Host::get_insecure_random_u64(ctx.random())?,))
+            },
+        )?;
+    } else {
         deny::<(u64,), (Vec<u8>,)>(linker, &r, "get-random-bytes", "random")?;
         deny::<(), (u64,)>(linker, &r, "get-random-u64", "random")?;
-        let i = format!("wasi:random/insecure@{WASI}");
         deny::<(u64,), (Vec<u8>,)>(linker, &i, "get-insecure-random-bytes", "random")?;
         deny::<(), (u64,)>(linker, &i, "get-insecure-random-u64", "random")?;
     }
+    // Answered either way: with the host's generator's seed when random
+    // numbers are granted, else with the fixed seed of `context`.
+    let seed_varies = grants.random;
+    linker
+        .instance(&format!("wasi:random/insecure-seed@{WASI}"))?
+        .func_wrap(
+            "insecure-seed",
+            move |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:random/insecure-seed#insecure-seed", seed_varies);
+                let (ctx, _) = state.wasi_parts();
+                Ok((insecure_seed::Host::insecure_seed(ctx.random())?,))
+            },
+        )?;
+    count_environment(linker)?;
+    count_preopens(linker, !grants.read_dirs.is_empty())?;
     open_regular_files_only(linker)?;
     linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Counts the calls of `wasi:cli/environment` (always answered empty: fixed,
+/// not a source of nondeterminism).
+fn count_environment(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    use wasmtime_wasi::cli::WasiCliCtxView;
+    use wasmtime_wasi::p2::bindings::cli::environment::Host;
+    let mut env = linker.instance(&format!("wasi:cli/environment@{WASI}"))?;
+    env.func_wrap(
+        "get-environment",
+        |mut store: StoreContextMut<'_, State>, (): ()| {
+            let state = store.data_mut();
+            state
+                .sources
+                .called("wasi:cli/environment#get-environment", false);
+            let (ctx, table) = state.wasi_parts();
+            Ok((WasiCliCtxView {
+                ctx: ctx.cli(),
+                table,
+            }
+            .get_environment()?,))
+        },
+    )?;
+    env.func_wrap(
+        "get-arguments",
+        |mut store: StoreContextMut<'_, State>, (): ()| {
+            let state = store.data_mut();
+            state
+                .sources
+                .called("wasi:cli/environment#get-arguments", false);
+            let (ctx, table) = state.wasi_parts();
+            Ok((WasiCliCtxView {
+                ctx: ctx.cli(),
+                table,
+            }
+            .get_arguments()?,))
+        },
+    )?;
+    env.func_wrap(
+        "initial-cwd",
+        |mut store: StoreContextMut<'_, State>, (): ()| {
+            let state = store.data_mut();
+            state
+                .sources
+                .called("wasi:cli/environment#initial-cwd", false);
+            let (ctx, table) = state.wasi_parts();
+            Ok((WasiCliCtxView {
+                ctx: ctx.cli(),
+                table,
+            }
+            .initial_cwd()?,))
+        },
+    )?;
+    Ok(())
+}
+
+/// Counts the calls of `wasi:filesystem/preopens`: the way to the granted
+/// folders, whose files may change between runs (`varies` when any is
+/// granted; without one the list is empty).
+fn count_preopens(linker: &mut Linker<State>, varies: bool) -> wasmtime::Result<()> {
+    use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+    use wasmtime_wasi::p2::bindings::filesystem::preopens::Host;
+    linker
+        .instance(&format!("wasi:filesystem/preopens@{WASI}"))?
+        .func_wrap(
+            "get-directories",
+            move |mut store: StoreContextMut<'_, State>, (): ()| {
+                let state = store.data_mut();
+                state
+                    .sources
+                    .called("wasi:filesystem/preopens#get-directories", varies);
+                let (ctx, table) = state.wasi_parts();
+                Ok((WasiFilesystemCtxView {
+                    ctx: ctx.filesystem(),
+                    table,
+                }
+                .get_directories()?,))
+            },
+        )?;
     Ok(())
 }
 
@@ -221,7 +436,11 @@ fn open_regular_files_only(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             DescriptorFlags,
         )|
          -> wasmtime::Result<(Answer,)> {
-            let (ctx, table) = store.data_mut().wasi_parts();
+            let state = store.data_mut();
+            state
+                .sources
+                .called("wasi:filesystem/types#[method]descriptor.open-at", true);
+            let (ctx, table) = state.wasi_parts();
             let mut view = WasiFilesystemCtxView {
                 ctx: ctx.filesystem(),
                 table,
@@ -266,10 +485,12 @@ where
     P: wasmtime::component::ComponentNamedList + wasmtime::component::Lift + 'static,
     R: wasmtime::component::ComponentNamedList + wasmtime::component::Lower + 'static,
 {
-    let import = format!("{iface}#{func}");
+    // Named as the counted functions are: without the WASI version.
+    let import = format!("{}#{func}", iface.split('@').next().unwrap_or(iface));
     linker.instance(iface)?.func_wrap(
         func,
-        move |_store: StoreContextMut<'_, State>, _: P| -> wasmtime::Result<R> {
+        move |mut store: StoreContextMut<'_, State>, _: P| -> wasmtime::Result<R> {
+            store.data_mut().sources.denied(&import);
             Err(wasmtime::Error::new(NotGranted {
                 import: import.clone(),
                 grant: what,

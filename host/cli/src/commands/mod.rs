@@ -5,6 +5,7 @@ pub mod config;
 pub mod context;
 pub mod memory;
 pub mod processor;
+pub mod replay;
 pub mod run;
 pub mod serve;
 pub mod sessions;

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use agent_host_config::Settings;
 use agent_host_engine::ProcessorChain;
+use agent_host_engine::replay::HistoryKind;
 use agent_host_engine::{trace, transcript};
 use agent_host_runtime::{FailurePolicy, InvalidPolicy, ProcessorError, ProcessorOptions, RunInfo};
 
@@ -163,6 +164,12 @@ pub fn run(
         return batch(&args, dir, &chain, settings);
     }
     let mut checkpoint = None;
+    let kind = match (&args.session, args.input.as_slice()) {
+        (Some(_), _) => HistoryKind::Session,
+        (None, [path]) if path == Path::new("-") => HistoryKind::Stdin,
+        (None, []) => HistoryKind::Sample,
+        (None, _) => HistoryKind::File,
+    };
     let loaded = match (&args.session, args.input.as_slice()) {
         (Some(session), _) => {
             let name = crate::commands::sessions::SessionName {
@@ -183,7 +190,7 @@ pub fn run(
         }
     };
     let mut chain = Some(chain);
-    let processed = process(&args, settings, loaded, checkpoint.as_ref(), || {
+    let processed = process(&args, settings, loaded, kind, checkpoint.as_ref(), || {
         let chain = chain.take().expect("the chain is loaded once");
         load_chain(
             cache_dir(args.cache_dir.as_deref(), args.no_cache),
@@ -251,7 +258,7 @@ fn batch(
     for (input, stem) in planned {
         let outcome =
             transcript::load(input, args.format, &args.limits.limits()).and_then(|loaded| {
-                process(args, settings, loaded, None, || {
+                process(args, settings, loaded, HistoryKind::File, None, || {
                     if loaded_chain.is_none() {
                         loaded_chain = Some(load_chain(
                             cache_dir(args.cache_dir.as_deref(), args.no_cache),
@@ -414,6 +421,7 @@ fn process(
     args: &RunArgs,
     settings: &Settings,
     loaded: transcript::Loaded,
+    kind: HistoryKind,
     checkpoint: Option<&agent_host_core::Checkpoint>,
     chain: impl FnOnce() -> Result<ProcessorChain>,
 ) -> Result<Processed> {
@@ -484,6 +492,17 @@ fn process(
         );
     }
     let view = compaction.view;
+    // What a replay needs of the run as a whole (`agent-host replay`).
+    let recorded = args.report.is_some().then(|| {
+        agent_host_engine::replay::RecordedRun::new(
+            (kind, &source, input_format),
+            &log,
+            &config,
+            checkpoint,
+            now,
+            &view,
+        )
+    });
 
     // The processors.
     let started = Instant::now();
@@ -500,9 +519,15 @@ fn process(
         };
         if args.report.is_some() {
             // One at a time, to see each one's input and output.
+            // Each call recorded, for `agent-host replay`.
+            let recording = agent_host_runtime::RunOptions {
+                record: true,
+                ..Default::default()
+            };
             for p in chain.processors() {
                 let before = messages.clone();
-                let outcome = runtime.run(std::slice::from_ref(p), &info, messages);
+                let outcome =
+                    runtime.run_with(std::slice::from_ref(p), &info, messages, &recording);
                 messages = outcome.messages;
                 for report in &outcome.reports {
                     stages.push(trace::processor_stage(&before, &messages, report));
@@ -575,6 +600,7 @@ fn process(
             "violations": violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
         },
         "failure": failure.as_ref().map(ToString::to_string),
+        "replay": recorded,
     });
     let result = if let Some(error) = failure {
         Err(fail(error))
