@@ -154,6 +154,7 @@ mod error;
 mod history;
 mod host;
 mod message;
+mod services;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
@@ -166,6 +167,9 @@ pub use error::{Error, Result};
 pub use history::{Header, History};
 pub use host::{estimate_message_tokens, estimate_tokens, log};
 pub use message::{group_thousands, plural};
+pub use services::{
+    Fact, ServiceError, Summary, SummaryCaps, count_tokens, read_memory, summarize,
+};
 
 /// A history processor: what [`export_processor!`] turns into a component.
 ///

@@ -44,6 +44,7 @@ mod hook;
 mod limits;
 mod processor;
 mod report;
+mod services;
 mod v0_2;
 mod wasi;
 
@@ -85,6 +86,12 @@ use call::{Call, Sandbox, State, Ticker};
 pub use hook::{Hook, HookEvent, HookKind, HookOptions, HookOutcome};
 use processor::Bound;
 pub use report::{LogLine, Outcome, ProcessorReport, Replaced};
+pub use services::{
+    DEFAULT_ANSWER_TOKENS, DEFAULT_MODEL_TOKENS, DEFAULT_SERVICE_CALLS, DEFAULT_SERVICE_TIME,
+    HostServices, MAX_MEMORY_FACTS, MemoryFact, NoServices, RecordedServices, Service,
+    ServiceAnswer, ServiceBudget, ServiceCall, ServiceError, ServiceRequest, ServiceResult,
+    ServiceUsage,
+};
 pub use wasi::{Grants, Import, ImportUse};
 
 /// Settings of a [`Runtime`], shared by every processor it loads.
@@ -570,11 +577,11 @@ impl Runtime {
         p: &Processor,
         info: &RunInfo,
         history: Vec<Message>,
+        services: &Arc<dyn HostServices>,
         report: &mut ProcessorReport,
     ) -> (Vec<Message>, Called) {
         let (ctx, tokens) = self.run_context(p, info, &history, report);
         let mut call = self.start_call(p);
-        let deadline = call.store.data().deadline;
         let (history, result) = match &p.bound {
             Bound::V0_1 { pre, process } => {
                 let counter = &*self.config.counter;
@@ -600,6 +607,13 @@ impl Runtime {
                 (history, result)
             }
             Bound::V0_2 { pre } => {
+                call.store.data_mut().services = Some(services::Meter::new(
+                    Arc::clone(services),
+                    &p.options.grants,
+                    &p.options.limits.services,
+                    Arc::clone(&self.config.counter),
+                    p.name(),
+                ));
                 // The history moves into the call's resource table and back
                 // out afterwards; the guest reads it through its handle.
                 let data = v0_2::HistoryData::new(history, tokens);
@@ -632,6 +646,8 @@ impl Runtime {
             }
         };
         report.time_ms = call.started.elapsed().as_secs_f64() * 1e3;
+        // Read after the call: its host service calls moved it.
+        let deadline = call.store.data().deadline;
         let outcome = match result {
             Ok(Ok(items)) => Ok((items, deadline)),
             Ok(Err(wit::Error::BadConfig(m))) => Err(Cause::BadConfig(m)),
@@ -646,18 +662,36 @@ impl Runtime {
     /// under [`FailurePolicy::Skip`] leaves its input to the next one; one
     /// under [`FailurePolicy::Fail`] stops the run, and the failure is in
     /// [`RunOutcome::failure`].
+    ///
+    /// No host services are offered: a granted service call fails (see
+    /// [`Runtime::run_with_services`]).
     pub fn run(
         &self,
         processors: &[Processor],
         info: &RunInfo,
         history: Vec<Message>,
     ) -> RunOutcome {
+        self.run_with_services(processors, info, history, Arc::new(NoServices))
+    }
+
+    /// [`Runtime::run`], with `services` serving the host service calls of
+    /// 0.2.0 processors: each call is checked against the processor's
+    /// grants ([`Grants::summarize`], ...) and budget
+    /// ([`Limits::services`]) first, and recorded in its report
+    /// ([`ProcessorReport::services`]).
+    pub fn run_with_services(
+        &self,
+        processors: &[Processor],
+        info: &RunInfo,
+        history: Vec<Message>,
+        services: Arc<dyn HostServices>,
+    ) -> RunOutcome {
         let mut messages = history;
         let mut reports = Vec::with_capacity(processors.len());
         for p in processors {
             let mut report = ProcessorReport::new(p);
             report.messages_before = messages.len();
-            let (input, called) = self.call(p, info, messages, &mut report);
+            let (input, called) = self.call(p, info, messages, &services, &mut report);
             messages = input;
             let cause = match called {
                 Err(cause) => cause,

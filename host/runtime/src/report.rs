@@ -78,6 +78,13 @@ pub struct ProcessorReport {
     pub logs: Vec<LogLine>,
     /// Log lines over the limit, counted but not kept.
     pub logs_dropped: usize,
+    /// The host service calls it made (contract 0.2.0), in order: what it
+    /// asked, whether the grant and budget let it through, what it got.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<crate::ServiceCall>,
+    /// What its service calls came to: calls, refusals, model tokens, time.
+    #[serde(default, skip_serializing_if = "crate::ServiceUsage::is_none")]
+    pub service_usage: crate::ServiceUsage,
 }
 
 impl ProcessorReport {
@@ -122,6 +129,8 @@ impl ProcessorReport {
             repairs: Vec::new(),
             logs: Vec::new(),
             logs_dropped: 0,
+            services: Vec::new(),
+            service_usage: crate::ServiceUsage::default(),
         }
     }
 
