@@ -20,6 +20,7 @@ mod python_package;
 mod run;
 mod runtime;
 mod serve;
+mod services;
 mod sessions;
 mod store;
 mod util;

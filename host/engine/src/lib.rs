@@ -67,6 +67,7 @@ mod events;
 mod exchange;
 pub mod llm_summarizer;
 pub mod memory_tools;
+mod services;
 pub mod trace;
 pub mod transcript;
 
@@ -91,6 +92,7 @@ pub use error::EngineError;
 pub use events::{EngineEvent, Observer, Quiet};
 pub use exchange::{Exchange, MEMORY_SNAPSHOT, Ready};
 pub use llm_summarizer::{Calls, LlmSummarizer};
+pub use services::EngineServices;
 
 /// An engine call's result.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -1395,6 +1397,25 @@ impl Inner {
         })
     }
 
+    /// The host services the processors of a run over `info` may be
+    /// granted: the engine's provider, its token counter, and its memory
+    /// kept to its user and the run's agent.
+    fn services(
+        &self,
+        info: &RunInfo,
+        handle: tokio::runtime::Handle,
+    ) -> Arc<dyn agent_host_runtime::HostServices> {
+        let mut services = EngineServices::new(handle, Arc::new(self.counter));
+        if let Some(provider) = &self.provider {
+            services = services.with_provider(provider.clone());
+        }
+        if let Some(memory) = &self.config.memory {
+            let agent = info.agent.clone().unwrap_or_else(|| self.config.agent.clone());
+            services = services.with_memory(Arc::clone(&memory.store), memory.user.clone(), agent);
+        }
+        Arc::new(services)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
@@ -1412,7 +1433,7 @@ impl Inner {
         let summarize = (self.config.auto_summarize || mode.force_summary) && !mode.no_summary;
         let llm = match (&self.provider, self.config.summarizer) {
             (Some(provider), SummarizerChoice::Llm) if summarize => Some(
-                LlmSummarizer::new(provider.clone(), handle)
+                LlmSummarizer::new(provider.clone(), handle.clone())
                     .with_context_limit(config.budget.context_limit)
                     .with_fallback(self.config.extractive_fallback)
                     .with_observer(observer.clone()),
@@ -1477,12 +1498,18 @@ impl Inner {
         }
         let mut processors = Vec::new();
         if let Some(runtime) = chain.runtime() {
+            let services = self.services(info, handle);
             let mut failure = None;
             if mode.trace {
                 // One at a time, to see each one's input and output.
                 for p in chain.processors() {
                     let before = view.clone();
-                    let outcome = runtime.run(std::slice::from_ref(p), info, view);
+                    let outcome = runtime.run_with_services(
+                        std::slice::from_ref(p),
+                        info,
+                        view,
+                        services.clone(),
+                    );
                     view = outcome.messages;
                     for report in &outcome.reports {
                         stages.push(trace::processor_stage(&before, &view, report));
@@ -1494,7 +1521,8 @@ impl Inner {
                     }
                 }
             } else {
-                let outcome = runtime.run(chain.processors(), info, view);
+                let outcome =
+                    runtime.run_with_services(chain.processors(), info, view, services);
                 view = outcome.messages;
                 processors = outcome.reports;
                 failure = outcome.failure;
