@@ -97,6 +97,18 @@
 //! whole history is copied in up front; [`CONTRACT`] says which one a build
 //! speaks.
 //!
+//! # Host services
+//!
+//! A 0.2.0 processor may ask the host for a summary written by the
+//! session's model ([`summarize`]), a token count with the session's
+//! tokenizer ([`count_tokens`]) and the session's long-term memory
+//! ([`read_memory`]). Each is closed unless the user grants it to the
+//! processor (`--allow-summarize`, ...) and spends the processor's budget
+//! for the run; a refusal is a [`ServiceError`] to handle (usually by
+//! leaving the history as it is), never a trap. The standard processor
+//! `summarize-history` is the example. A processor that calls none of them
+//! does not import them.
+//!
 //! Each call runs in a fresh instance that the host throws away afterwards, so
 //! the SDK never frees the input: dropping ten thousand messages one string at
 //! a time would be pure waste inside WebAssembly.

@@ -119,7 +119,8 @@ fn summarize_history_replaces_the_older_turns_with_the_models_summary_on_both_wi
             "{wire:?}"
         );
         for m in &out[1..3] {
-            assert_eq!(m["summary"], true, "{wire:?}: {m}");
+            // JSONL marks a checkpoint message by its type.
+            assert_eq!(m["type"], "summary", "{wire:?}: {m}");
             assert_eq!(m["synthetic"], true, "{wire:?}: {m}");
         }
         // The model was asked once, with the older turns and the tool
@@ -194,4 +195,57 @@ fn a_key_the_server_quotes_back_never_reaches_the_processor() {
     assert!(reason.contains("[redacted]"), "{reason}");
     assert!(!seen_by_the_guest(&output, &report).contains(KEY));
     assert!(!stderr(&output).contains(KEY), "{}", stderr(&output));
+}
+
+/// A turn (`run --session --message`): the engine serves the processors'
+/// services from the same provider, before it sends the turn itself.
+#[test]
+fn a_turns_processors_are_served_by_the_engines_provider() {
+    let server = LlmServer::start(Wire::OpenAi);
+    server.require_key(KEY);
+    server.push(Answer::text("a two-line summary").with_usage(50, 5).into());
+    server.push(Answer::text("Hello back.").into());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent-host.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[provider]\nkind = \"openai\"\nmodel = \"test-model\"\nbase_url = \"{}\"\napi_key_env = \"TEST_SERVICES_KEY\"\nstream = false\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let output = agent_host()
+        .arg("--config")
+        .arg(&config)
+        .args(["run", "--session", "s1", "--message", "hi", "--no-cache", "--quiet"])
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .arg("--report")
+        .arg(&report)
+        .arg("--processor")
+        .arg(agent_host_test_artifacts::SERVICES)
+        .args([
+            "--processor-config",
+            r#"{"calls": ["summarize", "memory"]}"#,
+            "--allow-summarize",
+        ])
+        .env("TEST_SERVICES_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("Hello back."), "{}", stdout(&output));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].contains("Summarize this."));
+    assert!(!requests[1].contains("Summarize this."));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let p = &report["processors"][0];
+    let logs = p["logs"].to_string();
+    assert!(logs.contains("summarize: ok a two-line summary in=50 out=5"), "{logs}");
+    assert!(logs.contains("memory: denied:"), "{logs}");
+    assert_eq!(p["service_usage"]["model_tokens"], 55);
+    assert_eq!(p["service_usage"]["denied"], 1);
+    assert!(!logs.contains(KEY) && !p["services"].to_string().contains(KEY));
 }
