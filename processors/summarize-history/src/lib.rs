@@ -101,6 +101,13 @@ impl Processor for SummarizeHistory {
     );
 
     fn process(history: &mut History, config: Config) -> Result<()> {
+        // serde reads a struct from a JSON array too, field by field: a
+        // configuration is an object.
+        if history.context().config.trim_start().starts_with('[') {
+            return Err(Error::bad_config(
+                "the configuration must be a JSON object, not an array",
+            ));
+        }
         if config.keep_turns == 0 {
             return Err(Error::bad_config(
                 "`keep_turns` must be at least 1 (0 would summarize the question being asked)",
@@ -402,6 +409,7 @@ mod tests {
             r#"{"keep_turns": 0}"#,
             r#"{"max_words": 0}"#,
             r#"{"turns": 2}"#,
+            "[1, 2]",
         ] {
             let e = testing::run::<SummarizeHistory>(config, vec![]).unwrap_err();
             assert!(matches!(e, Error::BadConfig(_)), "{config}: {e}");
