@@ -101,7 +101,11 @@ fn summarize_history_replaces_the_older_turns_with_the_models_summary_on_both_wi
     for wire in [Wire::OpenAi, Wire::Anthropic] {
         let server = LlmServer::start(wire);
         server.require_key(KEY);
-        server.push(Answer::text("## Current State\nThree cats were found.").with_usage(321, 12).into());
+        server.push(
+            Answer::text("## Current State\nThree cats were found.")
+                .with_usage(321, 12)
+                .into(),
+        );
         let (output, report) = run(&server, &["--allow-summarize"]);
         let out = messages(&output);
         let texts = contents(&out);
@@ -128,7 +132,12 @@ fn summarize_history_replaces_the_older_turns_with_the_models_summary_on_both_wi
         let requests = server.requests();
         assert_eq!(requests.len(), 1, "{wire:?}");
         let asked = requests[0].body.to_string();
-        for said in ["You summarize the earlier part", "question 0", "three cats", "answer 2"] {
+        for said in [
+            "You summarize the earlier part",
+            "question 0",
+            "three cats",
+            "answer 2",
+        ] {
             assert!(asked.contains(said), "{wire:?}: {said} in {asked}");
         }
         assert!(!asked.contains("question 3"), "{wire:?}");
@@ -141,7 +150,10 @@ fn summarize_history_replaces_the_older_turns_with_the_models_summary_on_both_wi
         assert_eq!(call["request"]["max_tokens"], 300);
         assert_eq!(call["result"]["answer"]["input_tokens"], 321);
         assert_eq!(p["service_usage"]["model_tokens"], 333);
-        assert!(!seen_by_the_guest(&output, &report).contains(KEY), "{wire:?}");
+        assert!(
+            !seen_by_the_guest(&output, &report).contains(KEY),
+            "{wire:?}"
+        );
     }
 }
 
@@ -219,7 +231,15 @@ fn a_turns_processors_are_served_by_the_engines_provider() {
     let output = agent_host()
         .arg("--config")
         .arg(&config)
-        .args(["run", "--session", "s1", "--message", "hi", "--no-cache", "--quiet"])
+        .args([
+            "run",
+            "--session",
+            "s1",
+            "--message",
+            "hi",
+            "--no-cache",
+            "--quiet",
+        ])
         .arg("--store")
         .arg(dir.path().join("store"))
         .arg("--report")
@@ -235,7 +255,11 @@ fn a_turns_processors_are_served_by_the_engines_provider() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    assert!(stdout(&output).contains("Hello back."), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("Hello back."),
+        "{}",
+        stdout(&output)
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[0].contains("Summarize this."));
@@ -243,7 +267,10 @@ fn a_turns_processors_are_served_by_the_engines_provider() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let p = &report["processors"][0];
     let logs = p["logs"].to_string();
-    assert!(logs.contains("summarize: ok a two-line summary in=50 out=5"), "{logs}");
+    assert!(
+        logs.contains("summarize: ok a two-line summary in=50 out=5"),
+        "{logs}"
+    );
     assert!(logs.contains("memory: denied:"), "{logs}");
     assert_eq!(p["service_usage"]["model_tokens"], 55);
     assert_eq!(p["service_usage"]["denied"], 1);

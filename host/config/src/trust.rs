@@ -71,7 +71,10 @@ pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
         // A processor that may have the model write summaries spends the
         // user's tokens; one that may read memory reads the user's facts.
         if p.allow_summarize == Some(true) {
-            keys.push((format!("processors[{i}].allow_summarize"), "true".to_owned()));
+            keys.push((
+                format!("processors[{i}].allow_summarize"),
+                "true".to_owned(),
+            ));
         }
         if p.allow_memory == Some(true) {
             keys.push((format!("processors[{i}].allow_memory"), "true".to_owned()));

@@ -1410,7 +1410,10 @@ impl Inner {
             services = services.with_provider(provider.clone());
         }
         if let Some(memory) = &self.config.memory {
-            let agent = info.agent.clone().unwrap_or_else(|| self.config.agent.clone());
+            let agent = info
+                .agent
+                .clone()
+                .unwrap_or_else(|| self.config.agent.clone());
             services = services.with_memory(Arc::clone(&memory.store), memory.user.clone(), agent);
         }
         Arc::new(services)
@@ -1521,8 +1524,7 @@ impl Inner {
                     }
                 }
             } else {
-                let outcome =
-                    runtime.run_with_services(chain.processors(), info, view, services);
+                let outcome = runtime.run_with_services(chain.processors(), info, view, services);
                 view = outcome.messages;
                 processors = outcome.reports;
                 failure = outcome.failure;

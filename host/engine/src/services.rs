@@ -215,8 +215,16 @@ fn newest(
 }
 
 impl HostServices for EngineServices {
-    fn call(&self, processor: &str, request: &ServiceRequest) -> Result<ServiceAnswer, ServiceError> {
-        tracing::debug!(processor, service = request.service().name(), "host service call");
+    fn call(
+        &self,
+        processor: &str,
+        request: &ServiceRequest,
+    ) -> Result<ServiceAnswer, ServiceError> {
+        tracing::debug!(
+            processor,
+            service = request.service().name(),
+            "host service call"
+        );
         match request {
             ServiceRequest::Summarize {
                 prompt,

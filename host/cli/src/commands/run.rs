@@ -644,7 +644,9 @@ fn host_services(
     {
         let provider =
             agent_host_provider::Provider::new(provider.clone(), &agent_host_config::env_keys)
-                .context("a processor may summarize (--allow-summarize), which needs the provider")?;
+                .context(
+                    "a processor may summarize (--allow-summarize), which needs the provider",
+                )?;
         services = services.with_provider(provider);
     }
     if wants(|g| g.memory)
@@ -857,7 +859,9 @@ fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<Processor
         options[owner("allow-summarize", at)?].grants.summarize = true;
     }
     for at in indices("allow_count_tokens") {
-        options[owner("allow-count-tokens", at)?].grants.count_tokens = true;
+        options[owner("allow-count-tokens", at)?]
+            .grants
+            .count_tokens = true;
     }
     for at in indices("allow_memory") {
         options[owner("allow-memory", at)?].grants.memory = true;
@@ -868,7 +872,10 @@ fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<Processor
             .services
             .model_tokens = *n;
     }
-    for (at, n) in indices("service_calls").into_iter().zip(&args.service_calls) {
+    for (at, n) in indices("service_calls")
+        .into_iter()
+        .zip(&args.service_calls)
+    {
         options[owner("service-calls", at)?].limits.services.calls = *n;
     }
     for (at, policy) in indices("on_failure").into_iter().zip(&args.on_failure) {
