@@ -276,3 +276,66 @@ fn a_turns_processors_are_served_by_the_engines_provider() {
     assert_eq!(p["service_usage"]["denied"], 1);
     assert!(!logs.contains(KEY) && !p["services"].to_string().contains(KEY));
 }
+
+/// `read-memory` gives the facts of the configured user with the run's
+/// agent, never another user's (nor another agent's) from the same store.
+#[test]
+fn a_memory_read_sees_only_the_runs_user_and_agent() {
+    use agent_host_core::memory::{Fact, Scope};
+    use agent_host_store::memory::MemoryStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let memory = MemoryStore::open(&store.to_string_lossy()).unwrap();
+    let now = chrono::Utc::now();
+    for (user, agent, text) in [
+        ("alice", "default", "alice likes green tea"),
+        ("bob", "default", "bob likes black tea"),
+        ("alice", "other", "alice told another agent her PIN"),
+    ] {
+        memory
+            .add(Fact::new(
+                MemoryStore::new_id(),
+                Scope::new(user, agent),
+                user,
+                text,
+                now,
+            ))
+            .unwrap();
+    }
+    drop(memory);
+    let input = history(dir.path());
+    let read = |user: &str| {
+        let config = dir.path().join(format!("{user}.toml"));
+        std::fs::write(&config, format!("[memory]\nuser = \"{user}\"\n")).unwrap();
+        let report = dir.path().join(format!("{user}.json"));
+        let output = agent_host()
+            .arg("--config")
+            .arg(&config)
+            .arg("--store")
+            .arg(&store)
+            .args(["run", "--no-compact", "--no-cache", "--quiet", "--input"])
+            .arg(&input)
+            .arg("--report")
+            .arg(&report)
+            .arg("--processor")
+            .arg(agent_host_test_artifacts::SERVICES)
+            .args([
+                "--processor-config",
+                r#"{"calls": ["memory"]}"#,
+                "--allow-memory",
+            ])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        report["processors"][0]["logs"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(read("alice"), "memory: ok alice=alice likes green tea");
+    assert_eq!(read("bob"), "memory: ok bob=bob likes black tea");
+    assert_eq!(read("carol"), "memory: ok ");
+}
