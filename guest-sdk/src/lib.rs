@@ -97,6 +97,18 @@
 //! whole history is copied in up front; [`CONTRACT`] says which one a build
 //! speaks.
 //!
+//! # Host services
+//!
+//! A 0.2.0 processor may ask the host for a summary written by the
+//! session's model ([`summarize`]), a token count with the session's
+//! tokenizer ([`count_tokens`]) and the session's long-term memory
+//! ([`read_memory`]). Each is closed unless the user grants it to the
+//! processor (`--allow-summarize`, ...) and spends the processor's budget
+//! for the run; a refusal is a [`ServiceError`] to handle (usually by
+//! leaving the history as it is), never a trap. The standard processor
+//! `summarize-history` is the example. A processor that calls none of them
+//! does not import them.
+//!
 //! Each call runs in a fresh instance that the host throws away afterwards, so
 //! the SDK never frees the input: dropping ten thousand messages one string at
 //! a time would be pure waste inside WebAssembly.
@@ -156,6 +168,7 @@ mod error;
 mod history;
 mod host;
 mod message;
+mod services;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
@@ -168,6 +181,9 @@ pub use error::{Error, Result};
 pub use history::{Header, History};
 pub use host::{estimate_message_tokens, estimate_tokens, log};
 pub use message::{group_thousands, plural};
+pub use services::{
+    Fact, ServiceError, Summary, SummaryCaps, count_tokens, read_memory, summarize,
+};
 
 /// A history processor: what [`export_processor!`] turns into a component.
 ///

@@ -93,3 +93,30 @@ pub fn context(config: &str) -> RunContext {
         config: config.into(),
     }
 }
+
+/// Serves [`summarize`](crate::summarize) on this thread, natively, with
+/// `summaries` (the prompt and the text to the summary's text, or an error),
+/// until [`stop_serving_summaries`]: a processor that asks the host for
+/// summaries can then be tested with [`run`].
+///
+/// ```
+/// use agent_host_guest::{ServiceError, SummaryCaps, summarize, testing};
+///
+/// testing::serve_summaries(|_prompt, text| Ok(format!("{} bytes", text.len())));
+/// assert_eq!(summarize("p", "abc", SummaryCaps::default())?.text, "3 bytes");
+/// testing::serve_summaries(|_, _| Err(ServiceError::OverBudget("spent".into())));
+/// assert!(summarize("p", "abc", SummaryCaps::default()).is_err());
+/// testing::stop_serving_summaries();
+/// # Ok::<(), ServiceError>(())
+/// ```
+pub fn serve_summaries(
+    summaries: impl FnMut(&str, &str) -> std::result::Result<String, crate::ServiceError> + 'static,
+) {
+    let summaries: crate::services::Summaries = Box::new(summaries);
+    crate::services::SUMMARIES.with(|s| *s.borrow_mut() = Some(summaries));
+}
+
+/// Stops what [`serve_summaries`] set: `summarize` fails again.
+pub fn stop_serving_summaries() {
+    crate::services::SUMMARIES.with(|s| *s.borrow_mut() = None);
+}

@@ -880,6 +880,40 @@ fn an_untrusted_project_file_choosing_endpoints_secrets_or_folders_is_refused() 
     assert!(e.message.contains("trust` again"), "{e}");
 }
 
+/// Issue 20: a project's file cannot grant a processor the model's tokens
+/// or the user's memory until the user trusts it; counting tokens spends
+/// nothing and needs no trust. The budget keys are read with the grants.
+#[test]
+fn an_untrusted_project_file_cannot_grant_model_spend_or_memory() {
+    let dirs = Dirs::new();
+    let text = "[[processors]]\npath = \"p.wasm\"\nallow_summarize = true\nallow_memory = true\nmodel_tokens = 500\n";
+    let path = dirs.local_untrusted(text);
+    let e = config_error(dirs.load(&[]));
+    assert_eq!(e.key.as_deref(), Some("processors[0].allow_summarize"));
+    assert!(e.message.contains("processors[0].allow_memory"), "{e}");
+    assert!(e.message.contains("spend model tokens"), "{e}");
+    let mut list = TrustList::load(Some(&dirs.user)).unwrap();
+    list.trust(&path, text);
+    list.save(&dirs.user).unwrap();
+    let s = dirs.load(&[]).unwrap();
+    let o = &s.processors[0].options;
+    assert!(o.grants.summarize && o.grants.memory && !o.grants.count_tokens);
+    assert_eq!(o.limits.services.model_tokens, 500);
+    assert_eq!(
+        o.limits.services.calls,
+        agent_host_runtime::DEFAULT_SERVICE_CALLS
+    );
+
+    let dirs = Dirs::new();
+    dirs.local_untrusted(
+        "[[processors]]\npath = \"p.wasm\"\nallow_count_tokens = true\nservice_calls = 3\n",
+    );
+    let s = dirs.load(&[]).unwrap();
+    let o = &s.processors[0].options;
+    assert!(o.grants.count_tokens && !o.grants.summarize);
+    assert_eq!(o.limits.services.calls, 3);
+}
+
 #[test]
 fn trust_is_needed_only_for_keys_a_project_file_sets_and_that_are_in_force() {
     let dirs = Dirs::new();

@@ -21,6 +21,7 @@ mod replay;
 mod run;
 mod runtime;
 mod serve;
+mod services;
 mod sessions;
 mod store;
 mod util;

@@ -63,7 +63,7 @@ pub fn corpus() -> Option<PathBuf> {
 }
 
 /// The standard processors, in the order the issue lists them.
-pub const STANDARD_PROCESSORS: [&str; 9] = [
+pub const STANDARD_PROCESSORS: [&str; 10] = [
     "keep-last-turns",
     "token-budget",
     "filter",
@@ -73,6 +73,7 @@ pub const STANDARD_PROCESSORS: [&str; 9] = [
     "strip-reasoning",
     "dedupe-tool-results",
     "clear-tool-uses",
+    "summarize-history",
 ];
 
 /// The component of standard processor `name`, built once per test run by

@@ -658,6 +658,23 @@ impl Merge<'_> {
                 );
                 options.grants.clocks = self.file_or(&key("allow_clocks"), p.allow_clocks, false);
                 options.grants.random = self.file_or(&key("allow_random"), p.allow_random, false);
+                options.grants.summarize =
+                    self.file_or(&key("allow_summarize"), p.allow_summarize, false);
+                options.grants.count_tokens =
+                    self.file_or(&key("allow_count_tokens"), p.allow_count_tokens, false);
+                options.grants.memory = self.file_or(&key("allow_memory"), p.allow_memory, false);
+                let budget = &mut options.limits.services;
+                let d = agent_host_runtime::ServiceBudget::default();
+                budget.calls = self.file_or(&key("service_calls"), p.service_calls, d.calls);
+                budget.model_tokens =
+                    self.file_or(&key("model_tokens"), p.model_tokens, d.model_tokens);
+                budget.answer_tokens =
+                    self.file_or(&key("answer_tokens"), p.answer_tokens, d.answer_tokens);
+                budget.time = self.file_or(
+                    &key("service_time_ms"),
+                    p.service_time_ms.map(Duration::from_millis),
+                    d.time,
+                );
                 let routes = p.routes.as_ref().map(|r| r.iter().map(|c| c.0).collect());
                 let routes: Option<Vec<crate::ProcessorRoute>> =
                     self.file_or(&key("routes"), routes.map(Some), None);

@@ -174,6 +174,25 @@ impl Settings {
                     Entry::new("processors", "allow_dirs", toml::Value::Array(dirs)),
                     Entry::new("processors", "allow_clocks", o.grants.clocks),
                     Entry::new("processors", "allow_random", o.grants.random),
+                    Entry::new("processors", "allow_summarize", o.grants.summarize),
+                    Entry::new("processors", "allow_count_tokens", o.grants.count_tokens),
+                    Entry::new("processors", "allow_memory", o.grants.memory),
+                    Entry::new("processors", "service_calls", int(o.limits.services.calls)),
+                    Entry::new(
+                        "processors",
+                        "model_tokens",
+                        int(o.limits.services.model_tokens),
+                    ),
+                    Entry::new(
+                        "processors",
+                        "answer_tokens",
+                        int(o.limits.services.answer_tokens),
+                    ),
+                    Entry::new(
+                        "processors",
+                        "service_time_ms",
+                        int(o.limits.services.time.as_millis()),
+                    ),
                     Entry {
                         value: processor.routes.as_ref().map(|r| {
                             toml::Value::Array(r.iter().map(|r| r.as_str().into()).collect())

@@ -40,7 +40,8 @@ const MAX_TRUST_FILE: u64 = 4 << 20;
 /// as written (paths unresolved): `provider.base_url`,
 /// `provider.api_key_env`, `store.path`, `memory.user` (whose facts are
 /// read into requests and written from answers), every
-/// `processors[i].allow_dirs` and every `upstreams[i].base_url` and
+/// `processors[i].allow_dirs`, `processors[i].allow_summarize` (model spend)
+/// and `processors[i].allow_memory` (the user's facts), and every `upstreams[i].base_url` and
 /// `upstreams[i].api_key_env`.
 pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
     let mut keys = Vec::new();
@@ -67,6 +68,17 @@ pub(crate) fn sensitive_settings(raw: &RawFile) -> Vec<(String, String)> {
         }
     }
     for (i, p) in raw.processors.iter().enumerate() {
+        // A processor that may have the model write summaries spends the
+        // user's tokens; one that may read memory reads the user's facts.
+        if p.allow_summarize == Some(true) {
+            keys.push((
+                format!("processors[{i}].allow_summarize"),
+                "true".to_owned(),
+            ));
+        }
+        if p.allow_memory == Some(true) {
+            keys.push((format!("processors[{i}].allow_memory"), "true".to_owned()));
+        }
         if let Some(dirs) = &p.allow_dirs {
             let dirs: Vec<String> = dirs.iter().map(|d| format!("{:?}", d.display())).collect();
             keys.push((
@@ -123,8 +135,9 @@ pub(crate) fn check(
         key: Some(keys[0].0.clone()),
         message: format!(
             "this file in the working directory {what}, and it sets {}: keys that choose where \
-             requests go, which secret is sent, where sessions are written or which of your \
-             folders a processor reads are honoured from a project's file only once you trust \
+             requests go, which secret is sent, where sessions are written, which of your \
+             folders a processor reads, or whether a processor may spend model tokens or read \
+             your memory are honoured from a project's file only once you trust \
              it. Review it (`agent-host config show` lists what it sets), then run \
              `agent-host config trust`{again}",
             names.join(", ")

@@ -68,6 +68,7 @@ mod exchange;
 pub mod llm_summarizer;
 pub mod memory_tools;
 pub mod replay;
+mod services;
 pub mod trace;
 pub mod transcript;
 
@@ -92,6 +93,7 @@ pub use error::EngineError;
 pub use events::{EngineEvent, Observer, Quiet};
 pub use exchange::{Exchange, ExchangeOptions, MEMORY_SNAPSHOT, Ready};
 pub use llm_summarizer::{Calls, LlmSummarizer};
+pub use services::EngineServices;
 
 /// A model summarizer a front end brings for one exchange, in place of
 /// the engine's (where `context.summarizer` is `llm`): the gateway's, which
@@ -1424,6 +1426,28 @@ impl Inner {
         })
     }
 
+    /// The host services the processors of a run over `info` may be
+    /// granted: the engine's provider, its token counter, and its memory
+    /// kept to its user and the run's agent.
+    fn services(
+        &self,
+        info: &RunInfo,
+        handle: tokio::runtime::Handle,
+    ) -> Arc<dyn agent_host_runtime::HostServices> {
+        let mut services = EngineServices::new(handle, Arc::new(self.counter));
+        if let Some(provider) = &self.provider {
+            services = services.with_provider(provider.clone());
+        }
+        if let Some(memory) = &self.config.memory {
+            let agent = info
+                .agent
+                .clone()
+                .unwrap_or_else(|| self.config.agent.clone());
+            services = services.with_memory(Arc::clone(&memory.store), memory.user.clone(), agent);
+        }
+        Arc::new(services)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
@@ -1446,7 +1470,7 @@ impl Inner {
             writer.filter(|_| summarize && self.config.summarizer == SummarizerChoice::Llm);
         let llm = match (&self.provider, self.config.summarizer) {
             (Some(provider), SummarizerChoice::Llm) if summarize && writer.is_none() => Some(
-                LlmSummarizer::new(provider.clone(), handle)
+                LlmSummarizer::new(provider.clone(), handle.clone())
                     .with_context_limit(config.budget.context_limit)
                     .with_fallback(self.config.extractive_fallback)
                     .with_observer(observer.clone()),
@@ -1519,12 +1543,18 @@ impl Inner {
         }
         let mut processors = Vec::new();
         if let Some(runtime) = chain.runtime() {
+            let services = self.services(info, handle);
             let mut failure = None;
             if mode.trace {
                 // One at a time, to see each one's input and output.
                 for p in chain.processors() {
                     let before = view.clone();
-                    let outcome = runtime.run(std::slice::from_ref(p), info, view);
+                    let outcome = runtime.run_with_services(
+                        std::slice::from_ref(p),
+                        info,
+                        view,
+                        services.clone(),
+                    );
                     view = outcome.messages;
                     for report in &outcome.reports {
                         stages.push(trace::processor_stage(&before, &view, report));
@@ -1536,7 +1566,7 @@ impl Inner {
                     }
                 }
             } else {
-                let outcome = runtime.run(chain.processors(), info, view);
+                let outcome = runtime.run_with_services(chain.processors(), info, view, services);
                 view = outcome.messages;
                 processors = outcome.reports;
                 failure = outcome.failure;

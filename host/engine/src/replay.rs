@@ -35,8 +35,8 @@ use agent_host_core::session::Checkpoint;
 use agent_host_core::{HeuristicCounter, TokenCounter};
 use agent_host_runtime::{
     AnswerRecord, EditDifference, HistoryDigest, Limits, Outcome, ProcessorOptions,
-    ProcessorReport, RECORD_VERSION, RecordedContext, RunOptions, RunRecord, Runtime,
-    RuntimeConfig, Services,
+    ProcessorReport, RECORD_VERSION, RecordedContext, RecordedServices, RunOptions, RunRecord,
+    Runtime, RuntimeConfig,
 };
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -384,15 +384,14 @@ pub fn replay(
             continue;
         }
         let processor = load(&runtime, report, processor_options)?;
-        let run_options = RunOptions {
-            record: true,
-            services: Services::Recorded(vec![record.services.clone()]),
-        };
+        // The host services answer as they did, from the record.
+        let services = Arc::new(RecordedServices::new(record.services.clone()));
         let out = runtime.run_with(
             std::slice::from_ref(&processor),
             &record.context.run_info(),
             messages,
-            &run_options,
+            &RunOptions { record: true },
+            services,
         );
         messages = out.messages;
         let new_report = out.reports.into_iter().next();
@@ -623,7 +622,13 @@ fn compare(
             replayed: now,
         });
     }
-    if new.services != record.services {
+    let same_calls = new.services.len() == record.services.len()
+        && new
+            .services
+            .iter()
+            .zip(&record.services)
+            .all(|(a, b)| a.same_call(b));
+    if !same_calls {
         out.push(Difference::Services {
             recorded: record.services.len(),
             replayed: new.services.len(),

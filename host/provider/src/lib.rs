@@ -461,6 +461,26 @@ impl Provider {
         &self.settings
     }
 
+    /// `text` with every occurrence of the API key replaced by
+    /// `[redacted]`: for a message that leaves the host's trust (a server
+    /// may quote the key it refused in its error body, and a sandboxed
+    /// processor must never read it).
+    ///
+    /// ```
+    /// use agent_host_provider::{Provider, ProviderKind, ProviderSettings};
+    ///
+    /// let settings = ProviderSettings::new(ProviderKind::OpenAi, "m");
+    /// let p = Provider::with_api_key(settings, Some("sk-secret".into()))?;
+    /// assert_eq!(p.redact("bad key sk-secret"), "bad key [redacted]");
+    /// # Ok::<(), agent_host_provider::ProviderError>(())
+    /// ```
+    pub fn redact(&self, text: &str) -> String {
+        match self.api_key.as_deref() {
+            Some(key) if !key.is_empty() => text.replace(key, "[redacted]"),
+            _ => text.to_owned(),
+        }
+    }
+
     /// Sends `request` and returns the answer; streamed pieces go to
     /// `on_event` as they arrive (and retries are announced there).
     pub async fn complete(

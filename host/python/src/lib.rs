@@ -444,6 +444,7 @@ impl Processor {
                 read_dirs: allow_dirs,
                 clocks: allow_clocks,
                 random: allow_random,
+                ..Grants::default()
             },
             on_failure: on_failure
                 .parse::<FailurePolicy>()

@@ -36,16 +36,28 @@ impl Call {
             counter: Arc::clone(&sandbox.counter),
             deadline,
             sources: record::SourceLog::default(),
-            services: record::ServiceLog::default(),
+            services: None,
         };
         let mut store = Store::new(&sandbox.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_hostcall_fuel(limits::HOSTCALL_FUEL);
         store.set_max_component_handles(limits::MAX_COMPONENT_HANDLES);
-        let tick = sandbox.tick.as_nanos().max(1);
-        let ticks = limits.deadline.as_nanos().div_ceil(tick) + 1;
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
+        let tick = sandbox.tick;
+        store.set_epoch_deadline(ticks_until(limits.deadline, tick));
+        // When the epoch deadline comes, the call's deadline decides: a host
+        // service call moves it later by the time the service took (that
+        // time is not the guest's), so the guest may run on until then.
+        store.epoch_deadline_callback(move |ctx| {
+            let left = ctx
+                .data()
+                .deadline
+                .saturating_duration_since(Instant::now());
+            Ok(if left.is_zero() {
+                wasmtime::UpdateDeadline::Interrupt
+            } else {
+                wasmtime::UpdateDeadline::Continue(ticks_until(left, tick))
+            })
+        });
         Call {
             store,
             started: Instant::now(),
@@ -72,9 +84,6 @@ impl Call {
                 limit: limits.table_elements,
             };
         }
-        if let Some(departed) = e.downcast_ref::<record::ReplayDeparted>() {
-            return Cause::Replay(departed.to_string());
-        }
         if let Some(denied) = e.downcast_ref::<wasi::NotGranted>() {
             return Cause::NotGranted(denied.to_string());
         }
@@ -92,6 +101,10 @@ impl Call {
     /// Moves what the call measured and logged into `report`.
     pub(crate) fn finish(mut self, report: &mut ProcessorReport) {
         report.peak_memory_bytes = self.store.data().limiter.peak_memory;
+        if let Some(meter) = self.store.data_mut().services.take() {
+            report.services = meter.calls;
+            report.service_usage = meter.usage;
+        }
         report.logs_dropped += self.take_logs(&mut report.logs);
     }
 
@@ -114,6 +127,13 @@ impl Call {
         }
         state.logs_dropped
     }
+}
+
+/// Epoch ticks of `tick` that cover `left`, and one more: the first tick
+/// may come at once after the deadline is armed.
+fn ticks_until(left: Duration, tick: Duration) -> u64 {
+    let tick = tick.as_nanos().max(1);
+    u64::try_from(left.as_nanos().div_ceil(tick) + 1).unwrap_or(u64::MAX)
 }
 
 /// What every call needs from the runtime: the engine, the deadline clock
@@ -145,12 +165,33 @@ pub(crate) struct State {
     pub(crate) max_log_lines: usize,
     pub(crate) name: String,
     pub(crate) counter: Arc<dyn TokenCounter>,
+    /// When the call must be done: its deadline, moved later by the time
+    /// its host service calls took.
     pub(crate) deadline: Instant,
     /// The WASI functions the call used that read a clock, randomness, the
     /// environment or files, and those it was refused.
     pub(crate) sources: record::SourceLog,
-    /// Where its host-service calls are answered (and recorded).
-    pub(crate) services: record::ServiceLog,
+    /// The host services of a 0.2.0 processor's call (none for hooks and
+    /// 0.1.0 processors).
+    pub(crate) services: Option<crate::services::Meter>,
+}
+
+impl State {
+    /// Serves one host service call through the call's meter, and moves
+    /// the deadline later by the time it took.
+    pub(crate) fn serve(
+        &mut self,
+        request: crate::services::ServiceRequest,
+    ) -> Result<crate::services::ServiceAnswer, crate::services::ServiceError> {
+        let Some(meter) = self.services.as_mut() else {
+            return Err(crate::services::ServiceError::Failed(
+                "no host services are offered to this call".into(),
+            ));
+        };
+        let (result, took) = meter.serve(request);
+        self.deadline += took;
+        result
+    }
 }
 
 impl State {

@@ -45,6 +45,7 @@ mod limits;
 mod processor;
 mod record;
 mod report;
+mod services;
 mod v0_2;
 mod wasi;
 
@@ -86,11 +87,16 @@ use call::{Call, Sandbox, State, Ticker};
 pub use hook::{Hook, HookEvent, HookKind, HookOptions, HookOutcome};
 use processor::Bound;
 pub use record::{
-    AnswerRecord, EditDifference, HistoryDigest, MAX_RECORDED_EDITS, MAX_SERVICE_CALLS,
-    RECORD_VERSION, RecordedContext, RunRecord, ServiceCall, Services, Sources, history_sha256,
-    sha256_hex,
+    AnswerRecord, EditDifference, HistoryDigest, MAX_RECORDED_EDITS, RECORD_VERSION,
+    RecordedContext, RunRecord, Sources, history_sha256, sha256_hex,
 };
 pub use report::{LogLine, Outcome, ProcessorReport, Replaced};
+pub use services::{
+    DEFAULT_ANSWER_TOKENS, DEFAULT_MODEL_TOKENS, DEFAULT_SERVICE_CALLS, DEFAULT_SERVICE_TIME,
+    HostServices, MAX_MEMORY_FACTS, MemoryFact, NoServices, RecordedServices, Service,
+    ServiceAnswer, ServiceBudget, ServiceCall, ServiceError, ServiceRequest, ServiceResult,
+    ServiceUsage,
+};
 pub use wasi::{Grants, Import, ImportUse};
 
 /// Settings of a [`Runtime`], shared by every processor it loads.
@@ -202,9 +208,6 @@ pub struct RunOptions {
     /// saw and answered, by digest, so that it can be replayed. Costs hashing
     /// the history before and after each processor, and its answer.
     pub record: bool,
-    /// Where the processors' host-service calls get their answers: the
-    /// services themselves, or (in a replay) the calls of a record.
-    pub services: Services,
 }
 
 /// The processor runtime. See the [module documentation](self).
@@ -597,6 +600,7 @@ impl Runtime {
         p: &Processor,
         info: &RunInfo,
         history: Vec<Message>,
+        services: &Arc<dyn HostServices>,
         report: &mut ProcessorReport,
         traced: Traced,
     ) -> (Vec<Message>, Called, CallTrace) {
@@ -605,11 +609,8 @@ impl Runtime {
             context: record::RecordedContext::of(&ctx, info.now),
             answer: None,
             sources: Sources::default(),
-            services: Vec::new(),
         };
         let mut call = self.start_call(p);
-        call.store.data_mut().services = traced.services;
-        let deadline = call.store.data().deadline;
         let (history, result) = match &p.bound {
             Bound::V0_1 { pre, process } => {
                 let counter = &*self.config.counter;
@@ -635,6 +636,13 @@ impl Runtime {
                 (history, result)
             }
             Bound::V0_2 { pre } => {
+                call.store.data_mut().services = Some(services::Meter::new(
+                    Arc::clone(services),
+                    &p.options.grants,
+                    &p.options.limits.services,
+                    Arc::clone(&self.config.counter),
+                    p.name(),
+                ));
                 // The history moves into the call's resource table and back
                 // out afterwards; the guest reads it through its handle.
                 let data = v0_2::HistoryData::new(history, tokens);
@@ -674,11 +682,9 @@ impl Runtime {
                 Err(_) => None,
             };
         }
-        {
-            let state = call.store.data_mut();
-            trace.sources = state.sources.take();
-            trace.services = state.services.take();
-        }
+        trace.sources = call.store.data_mut().sources.take();
+        // Read after the call: its host service calls moved it.
+        let deadline = call.store.data().deadline;
         let outcome = match result {
             Ok(Ok(items)) => Ok((items, deadline)),
             Ok(Err(wit::Error::BadConfig(m))) => Err(Cause::BadConfig(m)),
@@ -693,44 +699,55 @@ impl Runtime {
     /// under [`FailurePolicy::Skip`] leaves its input to the next one; one
     /// under [`FailurePolicy::Fail`] stops the run, and the failure is in
     /// [`RunOutcome::failure`].
+    ///
+    /// No host services are offered: a granted service call fails (see
+    /// [`Runtime::run_with_services`]).
     pub fn run(
         &self,
         processors: &[Processor],
         info: &RunInfo,
         history: Vec<Message>,
     ) -> RunOutcome {
-        self.run_with(processors, info, history, &RunOptions::default())
+        self.run_with_services(processors, info, history, Arc::new(NoServices))
     }
 
-    /// [`run`](Self::run), recording each call in its report when
-    /// `options.record` is set, with host-service answers from
-    /// `options.services`.
+    /// [`Runtime::run`], with `services` serving the host service calls of
+    /// 0.2.0 processors: each call is checked against the processor's
+    /// grants ([`Grants::summarize`], ...) and budget
+    /// ([`Limits::services`]) first, and recorded in its report
+    /// ([`ProcessorReport::services`]).
+    pub fn run_with_services(
+        &self,
+        processors: &[Processor],
+        info: &RunInfo,
+        history: Vec<Message>,
+        services: Arc<dyn HostServices>,
+    ) -> RunOutcome {
+        self.run_with(processors, info, history, &RunOptions::default(), services)
+    }
+
+    /// [`Runtime::run_with_services`], recording each call in its report
+    /// when `options.record` is set (its service calls among it: a replay
+    /// answers them again with [`RecordedServices`]).
     pub fn run_with(
         &self,
         processors: &[Processor],
         info: &RunInfo,
         history: Vec<Message>,
         options: &RunOptions,
+        services: Arc<dyn HostServices>,
     ) -> RunOutcome {
         let mut messages = history;
         let mut reports = Vec::with_capacity(processors.len());
-        for (index, p) in processors.iter().enumerate() {
+        for p in processors {
             let mut report = ProcessorReport::new(p);
             report.messages_before = messages.len();
             let input = options.record.then(|| HistoryDigest::of(&messages));
-            let services = match &options.services {
-                Services::Recorded(lists) => record::ServiceLog::Replaying(
-                    lists.get(index).cloned().unwrap_or_default().into(),
-                    Vec::new(),
-                ),
-                Services::Live if options.record => record::ServiceLog::Recording(Vec::new()),
-                Services::Live => record::ServiceLog::Live,
-            };
             let traced = Traced {
                 record: options.record,
-                services,
             };
-            let (input_messages, called, trace) = self.call(p, info, messages, &mut report, traced);
+            let (input_messages, called, trace) =
+                self.call(p, info, messages, &services, &mut report, traced);
             messages = input_messages;
             let cause = match called {
                 Err(cause) => Some(cause),
@@ -766,7 +783,8 @@ impl Runtime {
             });
             report.messages_after = messages.len();
             if let Some(input) = input {
-                report.record = Some(Box::new(record::finish(p, input, trace, &messages)));
+                let calls = report.services.clone();
+                report.record = Some(Box::new(record::finish(p, input, trace, &messages, calls)));
             }
             reports.push(report);
             if let Some(error) = failure
@@ -791,8 +809,6 @@ impl Runtime {
 struct Traced {
     /// Whether to record the answer's digest.
     record: bool,
-    /// Where host-service calls are answered.
-    services: record::ServiceLog,
 }
 
 /// What a call saw and used, for its record.
@@ -800,7 +816,6 @@ pub(crate) struct CallTrace {
     pub(crate) context: record::RecordedContext,
     pub(crate) answer: Option<record::AnswerRecord>,
     pub(crate) sources: Sources,
-    pub(crate) services: Vec<ServiceCall>,
 }
 
 /// What one call gave: the raw answer and the call's deadline, or why there

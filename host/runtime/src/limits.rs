@@ -43,6 +43,10 @@ pub struct Limits {
     pub max_output_bytes: usize,
     /// Log lines kept per call (default 1,000); more are counted, not kept.
     pub max_log_lines: usize,
+    /// What the host services granted to the processor may spend in one
+    /// run (calls, model tokens, time); the time spent in them is not
+    /// counted against `deadline`.
+    pub services: crate::ServiceBudget,
 }
 
 /// Linear memory of one call: ample for a processor holding a long history
@@ -138,6 +142,7 @@ impl Default for Limits {
             max_items: DEFAULT_MAX_ITEMS,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             max_log_lines: DEFAULT_MAX_LOG_LINES,
+            services: crate::ServiceBudget::default(),
         }
     }
 }

@@ -302,9 +302,4 @@ pub enum Cause {
     /// Its answer breaks the provider rules and was rejected.
     #[error("gave an answer that breaks the provider rules: {0}")]
     Invalid(String),
-    /// Its host-service calls went past its record: in a replay, a call the
-    /// record does not hold (or another request); in a recorded run, more
-    /// calls than a record keeps.
-    #[error("{0}")]
-    Replay(String),
 }

@@ -10,7 +10,7 @@
 //! The canonical serialisations behind the digests are told on
 //! [`RunRecord`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use agent_host_core::{Message, Usage};
 use chrono::{DateTime, Utc};
@@ -27,10 +27,6 @@ pub const RECORD_VERSION: u32 = 1;
 /// At most this many entries of an answer's edit summary are kept; the
 /// digest still covers the whole answer.
 pub const MAX_RECORDED_EDITS: usize = 10_000;
-
-/// At most this many host-service calls are recorded per call; a call
-/// making more is refused (`Cause::Replay`) rather than recorded in part.
-pub const MAX_SERVICE_CALLS: usize = 1_000;
 
 /// What one processor call saw and answered.
 ///
@@ -83,10 +79,12 @@ pub struct RunRecord {
     /// Whether it used no source of nondeterminism and made no call it was
     /// not granted: a replay must then give the same answer.
     pub deterministic: bool,
-    /// The host services it called, in order, with their answers: a replay
-    /// answers from these instead of calling the services.
+    /// The host services it called, in order, with their answers (its
+    /// report's): a replay answers from these
+    /// ([`RecordedServices`](crate::RecordedServices)) instead of calling
+    /// the services.
     #[serde(default)]
-    pub services: Vec<ServiceCall>,
+    pub services: Vec<crate::ServiceCall>,
 }
 
 /// A history, by digest.
@@ -483,150 +481,14 @@ impl SourceLog {
     }
 }
 
-/// One host-service call of a processor: which service, what it asked, and
-/// what the host answered, as JSON (each service's own serde types).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServiceCall {
-    /// The service (`summarize`, `count-tokens`, ...).
-    pub service: String,
-    /// The request.
-    pub request: Value,
-    /// The answer.
-    pub answer: Value,
-}
-
-/// Where the host-service calls of a run get their answers.
-///
-/// The log and token-estimate functions of the contract are computed by
-/// the host from their arguments alone and are neither recorded nor
-/// replayed; a service whose answer comes from outside (a model, a store)
-/// is answered through the runtime's one service route (`ServiceLog::answer`),
-/// which records it in a live
-/// run and answers it from the record in a replay.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Services {
-    /// Ask the services themselves.
-    #[default]
-    Live,
-    /// Answer from these recorded calls, one list per processor of the run,
-    /// in order: a call the record does not hold, or whose service or
-    /// request differs from the one recorded, stops the processor
-    /// (`Cause::Replay`).
-    Recorded(Vec<Vec<ServiceCall>>),
-}
-
-/// A call's host-service answers: the calls made so far (live), or the
-/// recorded ones still to give (replay).
-#[derive(Debug, Default)]
-pub(crate) enum ServiceLog {
-    /// Calls go to the services and are kept here.
-    #[default]
-    Live,
-    /// Calls made so far, kept for the record.
-    Recording(Vec<ServiceCall>),
-    /// Recorded calls still to answer, and those answered so far (the
-    /// replay's own record: a replay that makes fewer calls than its record
-    /// shows it there).
-    Replaying(VecDeque<ServiceCall>, Vec<ServiceCall>),
-}
-
-/// A host-service call that went past its record: a replay's call the
-/// record does not hold, or a recorded run's call over the cap.
-#[derive(Debug)]
-pub(crate) struct ReplayDeparted(pub(crate) String);
-
-impl std::fmt::Display for ReplayDeparted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ReplayDeparted {}
-
-impl ServiceLog {
-    /// The one way a host-service call is answered: by `live` (recorded
-    /// when the run is), or, in a replay, by the next recorded call, which
-    /// must be for the same service with the same request.
-    ///
-    /// The error is the guest's trap: a live service's own failure, or a
-    /// [`ReplayDeparted`] that the runtime reports as `Cause::Replay`.
-    /// A service's host function calls it as
-    /// `state.services.answer("summarize", &request, |r| summarize(r))`,
-    /// with the service's own serde request and answer types.
-    #[allow(dead_code)] // The route the host services take; none is recorded yet.
-    pub(crate) fn answer<Q, A>(
-        &mut self,
-        service: &str,
-        request: &Q,
-        live: impl FnOnce(&Q) -> wasmtime::Result<A>,
-    ) -> wasmtime::Result<A>
-    where
-        Q: Serialize,
-        A: Serialize + serde::de::DeserializeOwned,
-    {
-        let departed = |why: String| wasmtime::Error::new(ReplayDeparted(why));
-        match self {
-            ServiceLog::Live => live(request),
-            ServiceLog::Recording(calls) => {
-                if calls.len() >= MAX_SERVICE_CALLS {
-                    return Err(departed(format!(
-                        "made more than the {MAX_SERVICE_CALLS} host-service calls a recorded run keeps"
-                    )));
-                }
-                let answer = live(request)?;
-                calls.push(ServiceCall {
-                    service: service.to_owned(),
-                    request: serde_json::to_value(request)?,
-                    answer: serde_json::to_value(&answer)?,
-                });
-                Ok(answer)
-            }
-            ServiceLog::Replaying(calls, answered) => {
-                let request = serde_json::to_value(request)?;
-                let Some(next) = calls.pop_front() else {
-                    return Err(departed(format!(
-                        "in a replay, called the `{service}` service, which its record does not hold"
-                    )));
-                };
-                if next.service != service || next.request != request {
-                    return Err(departed(format!(
-                        "in a replay, called `{service}` where its record holds a call of `{}`{}",
-                        next.service,
-                        if next.service == service {
-                            " with another request"
-                        } else {
-                            ""
-                        }
-                    )));
-                }
-                let answer = serde_json::from_value(next.answer.clone()).map_err(|e| {
-                    departed(format!(
-                        "in a replay, the recorded answer of `{service}` does not read: {e}"
-                    ))
-                })?;
-                answered.push(next);
-                Ok(answer)
-            }
-        }
-    }
-
-    /// The calls made (recorded, or answered from a record), for the
-    /// call's own record.
-    pub(crate) fn take(&mut self) -> Vec<ServiceCall> {
-        match std::mem::take(self) {
-            ServiceLog::Recording(calls) | ServiceLog::Replaying(_, calls) => calls,
-            ServiceLog::Live => Vec::new(),
-        }
-    }
-}
-
 /// The record of `p`'s call on a history of digest `input`, whose output
-/// is `output`.
+/// is `output`, which made the host-service calls `services`.
 pub(crate) fn finish(
     p: &crate::Processor,
     input: HistoryDigest,
     trace: crate::CallTrace,
     output: &[Message],
+    services: Vec<crate::ServiceCall>,
 ) -> RunRecord {
     let o = &p.options;
     RunRecord {
@@ -643,7 +505,7 @@ pub(crate) fn finish(
         output: HistoryDigest::of(output),
         deterministic: trace.sources.deterministic(),
         sources: trace.sources,
-        services: trace.services,
+        services,
     }
 }
 
@@ -728,37 +590,6 @@ mod tests {
             .unwrap();
         assert_eq!(history_sha256(&history), sha256_hex(text.as_bytes()));
         assert_ne!(history_sha256(&history), history_sha256(&history[..1]));
-    }
-
-    #[test]
-    fn a_replay_answers_from_the_record_and_refuses_a_departure() {
-        let mut live = ServiceLog::Recording(Vec::new());
-        let answer: u32 = live.answer("count", &"some text", |_| Ok(7u32)).unwrap();
-        assert_eq!(answer, 7);
-        let calls = live.take();
-        assert_eq!(calls.len(), 1);
-
-        let mut replay = ServiceLog::Replaying(calls.clone().into(), Vec::new());
-        let answer: u32 = replay
-            .answer("count", &"some text", |_| -> wasmtime::Result<u32> {
-                panic!("a replay never calls the service")
-            })
-            .unwrap();
-        assert_eq!(answer, 7);
-        // The record is used up.
-        let e = replay
-            .answer("count", &"some text", |_| Ok(1u32))
-            .unwrap_err();
-        assert!(e.to_string().contains("does not hold"), "{e}");
-        // What was answered from the record is the replay's own record.
-        assert_eq!(replay.take(), calls);
-
-        let mut replay = ServiceLog::Replaying(calls.into(), Vec::new());
-        let e = replay
-            .answer("count", &"other text", |_| Ok(1u32))
-            .unwrap_err();
-        assert!(e.to_string().contains("another request"), "{e}");
-        assert!(e.downcast_ref::<ReplayDeparted>().is_some());
     }
 
     #[test]

@@ -82,6 +82,13 @@ pub struct ProcessorReport {
     /// ([`RunOptions::record`](crate::RunOptions::record)): enough to replay it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<Box<RunRecord>>,
+    /// The host service calls it made (contract 0.2.0), in order: what it
+    /// asked, whether the grant and budget let it through, what it got.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub services: Vec<crate::ServiceCall>,
+    /// What its service calls came to: calls, refusals, model tokens, time.
+    #[serde(default, skip_serializing_if = "crate::ServiceUsage::is_none")]
+    pub service_usage: crate::ServiceUsage,
 }
 
 impl ProcessorReport {
@@ -127,6 +134,8 @@ impl ProcessorReport {
             logs: Vec::new(),
             logs_dropped: 0,
             record: None,
+            services: Vec::new(),
+            service_usage: crate::ServiceUsage::default(),
         }
     }
 

@@ -27,7 +27,9 @@ wasmtime::component::bindgen!({
 });
 
 use self::agent_host::history::host::Level;
+use self::agent_host::history::services::{Fact, ServiceError, SummarizeCaps, Summary};
 pub(crate) use self::agent_host::history::types as wit;
+use crate::services::{ServiceAnswer, ServiceRequest};
 
 /// The name of the import that carries the host's services in 0.2.0.
 pub(crate) const HOST_INTERFACE: &str = "agent-host:history/host@0.2.0";
@@ -495,6 +497,81 @@ impl agent_host::history::host::Host for State {
             Ok(m) => self.counter.count_message(&m),
             Err(_) => 0,
         })
+    }
+}
+
+impl agent_host::history::services::Host for State {
+    fn summarize(
+        &mut self,
+        prompt: String,
+        text: String,
+        caps: SummarizeCaps,
+    ) -> wasmtime::Result<Result<Summary, ServiceError>> {
+        let request = ServiceRequest::Summarize {
+            prompt,
+            text,
+            max_tokens: caps.max_tokens,
+            timeout_ms: u64::from(caps.timeout_ms),
+        };
+        Ok(match self.serve(request) {
+            Ok(ServiceAnswer::Summary {
+                text,
+                input_tokens,
+                output_tokens,
+                ..
+            }) => Ok(Summary {
+                text,
+                input_tokens,
+                output_tokens,
+            }),
+            Ok(_) => Err(mismatch()),
+            Err(e) => Err(service_error(e)),
+        })
+    }
+
+    fn count_tokens(&mut self, text: String) -> wasmtime::Result<Result<u32, ServiceError>> {
+        Ok(match self.serve(ServiceRequest::CountTokens { text }) {
+            Ok(ServiceAnswer::Tokens { count }) => Ok(count),
+            Ok(_) => Err(mismatch()),
+            Err(e) => Err(service_error(e)),
+        })
+    }
+
+    fn read_memory(
+        &mut self,
+        query: String,
+        limit: u32,
+    ) -> wasmtime::Result<Result<Vec<Fact>, ServiceError>> {
+        Ok(
+            match self.serve(ServiceRequest::ReadMemory { query, limit }) {
+                Ok(ServiceAnswer::Memory { facts }) => Ok(facts
+                    .into_iter()
+                    .map(|f| Fact {
+                        id: f.id,
+                        entity: f.entity,
+                        text: f.text,
+                        attribute: f.attribute,
+                        value: f.value,
+                        recorded: timestamp(f.recorded),
+                    })
+                    .collect()),
+                Ok(_) => Err(mismatch()),
+                Err(e) => Err(service_error(e)),
+            },
+        )
+    }
+}
+
+/// An answer of another service than asked (the meter refuses those first).
+fn mismatch() -> ServiceError {
+    ServiceError::Failed("the host answered with another service's answer".into())
+}
+
+fn service_error(e: crate::ServiceError) -> ServiceError {
+    match e {
+        crate::ServiceError::Denied(m) => ServiceError::Denied(m),
+        crate::ServiceError::OverBudget(m) => ServiceError::OverBudget(m),
+        crate::ServiceError::Failed(m) => ServiceError::Failed(m),
     }
 }
 

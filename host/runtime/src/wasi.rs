@@ -41,6 +41,14 @@ pub struct Grants {
     pub clocks: bool,
     /// Random numbers from the host's generator.
     pub random: bool,
+    /// The host service `summarize` (contract 0.2.0): the session's model
+    /// writes a summary, which spends the user's model tokens.
+    pub summarize: bool,
+    /// The host service `count-tokens`: the session's tokenizer.
+    pub count_tokens: bool,
+    /// The host service `read-memory`: the facts of the run's user and
+    /// agent in long-term memory.
+    pub memory: bool,
 }
 
 /// How the host answers one import of a component.
@@ -83,6 +91,10 @@ fn classify(name: &str) -> Option<ImportUse> {
     // `types` holds the type definitions (and, from 0.2.0, the history
     // resource's methods); `host` the host's functions. Each version the
     // host links; a component whose imports mix versions fails to link.
+    // The host services exist from 0.2.0 on.
+    if let Some(rest) = name.strip_prefix("agent-host:history/services@") {
+        return rest.starts_with("0.2.").then_some(ImportUse::Host);
+    }
     for iface in ["agent-host:history/host@", "agent-host:history/types@"] {
         if let Some(rest) = name.strip_prefix(iface) {
             return ["0.1.", "0.2."]
@@ -588,6 +600,9 @@ mod tests {
         assert!(audit(["agent-host:history/host@0.2.0"].into_iter()).is_ok());
         assert!(audit(["agent-host:history/types@0.2.0"].into_iter()).is_ok());
         assert!(audit(["agent-host:history/host@0.3.0"].into_iter()).is_err());
+        // The services came with 0.2.0: a 0.1.0 component cannot have them.
+        assert!(audit(["agent-host:history/services@0.2.0"].into_iter()).is_ok());
+        assert!(audit(["agent-host:history/services@0.1.0"].into_iter()).is_err());
         assert!(audit(["wasi:cli/environment@0.3.0"].into_iter()).is_err());
     }
 }

@@ -141,17 +141,26 @@ pub fn open_memory(
 /// runtime (a multi-thread one: the engine's blocking tasks block on its
 /// handle while a summary is written).
 pub fn block_on<F: Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}
+
+/// The command line's async runtime.
+fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME
-        .get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("agent-host-io")
-                .enable_all()
-                .build()
-                .expect("the async runtime starts")
-        })
-        .block_on(future)
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("agent-host-io")
+            .enable_all()
+            .build()
+            .expect("the async runtime starts")
+    })
+}
+
+/// A handle on the command line's async runtime, for library code that
+/// blocks on it from this thread (the host services of `run`).
+pub(crate) fn runtime_handle() -> tokio::runtime::Handle {
+    runtime().handle().clone()
 }
 
 /// Runs the engine call `start` makes, handing every event it reports to

@@ -76,6 +76,25 @@ pub struct RunArgs {
     /// Let the processor before it use random numbers.
     #[arg(long = "allow-random", action = ArgAction::Count)]
     allow_random: u8,
+    /// Let the processor before it have the configured model write summaries (the host
+    /// service `summarize`, contract 0.2.0). It spends your model tokens, within its
+    /// --model-tokens; the processor never sees the key.
+    #[arg(long = "allow-summarize", action = ArgAction::Count)]
+    allow_summarize: u8,
+    /// Let the processor before it count tokens with the session's tokenizer (`count-tokens`).
+    #[arg(long = "allow-count-tokens", action = ArgAction::Count)]
+    allow_count_tokens: u8,
+    /// Let the processor before it read the long-term memory of the run's user and agent
+    /// (`read-memory`; the user is `user` in [memory] of agent-host.toml).
+    #[arg(long = "allow-memory", action = ArgAction::Count)]
+    allow_memory: u8,
+    /// The model tokens (read and written) the host services of the processor before it may
+    /// spend in one run (default 64000).
+    #[arg(long = "model-tokens", value_name = "N", action = ArgAction::Append)]
+    model_tokens: Vec<u64>,
+    /// The host service calls the processor before it may make in one run (default 16).
+    #[arg(long = "service-calls", value_name = "N", action = ArgAction::Append)]
+    service_calls: Vec<u32>,
     /// What a failure of the processor before it does: skip it (keep its input) or fail the run.
     #[arg(long = "on-failure", value_name = "skip|fail", action = ArgAction::Append)]
     on_failure: Vec<FailurePolicy>,
@@ -515,19 +534,24 @@ fn process(
             context_window: budget.context_limit,
             budget: budget.available(),
             now,
-            ..RunInfo::default()
+            agent: args.session.is_some().then(|| args.agent.clone()),
+            model: settings.provider.as_ref().map(|p| p.model.clone()),
+            session_key: args.session.clone(),
         };
+        let services = host_services(args, settings, chain.processors())?;
         if args.report.is_some() {
             // One at a time, to see each one's input and output.
             // Each call recorded, for `agent-host replay`.
-            let recording = agent_host_runtime::RunOptions {
-                record: true,
-                ..Default::default()
-            };
+            let recording = agent_host_runtime::RunOptions { record: true };
             for p in chain.processors() {
                 let before = messages.clone();
-                let outcome =
-                    runtime.run_with(std::slice::from_ref(p), &info, messages, &recording);
+                let outcome = runtime.run_with(
+                    std::slice::from_ref(p),
+                    &info,
+                    messages,
+                    &recording,
+                    services.clone(),
+                );
                 messages = outcome.messages;
                 for report in &outcome.reports {
                     stages.push(trace::processor_stage(&before, &messages, report));
@@ -539,7 +563,7 @@ fn process(
                 }
             }
         } else {
-            let outcome = runtime.run(chain.processors(), &info, messages);
+            let outcome = runtime.run_with_services(chain.processors(), &info, messages, services);
             messages = outcome.messages;
             reports = outcome.reports;
             failure = outcome.failure;
@@ -618,6 +642,43 @@ fn process(
         result,
         format: output_format,
     })
+}
+
+/// The host services `processors` may be granted in a run without a turn:
+/// the configured provider (made only when a processor may summarize: a
+/// missing key is then an error, since the user asked for the model), the
+/// default token counter, and the memory of `[memory]`'s user with the
+/// run's agent (opened only when a processor may read it).
+fn host_services(
+    args: &RunArgs,
+    settings: &Settings,
+    processors: &[agent_host_runtime::Processor],
+) -> Result<std::sync::Arc<dyn agent_host_runtime::HostServices>> {
+    let wants = |f: fn(&agent_host_runtime::Grants) -> bool| {
+        processors.iter().any(|p| f(&p.options().grants))
+    };
+    let handle = crate::commands::runtime_handle();
+    let mut services = agent_host_engine::EngineServices::new(
+        handle,
+        std::sync::Arc::new(HeuristicCounter::default()),
+    );
+    if wants(|g| g.summarize)
+        && let Some(provider) = &settings.provider
+    {
+        let provider =
+            agent_host_provider::Provider::new(provider.clone(), &agent_host_config::env_keys)
+                .context(
+                    "a processor may summarize (--allow-summarize), which needs the provider",
+                )?;
+        services = services.with_provider(provider);
+    }
+    if wants(|g| g.memory)
+        && let Some(user) = &settings.memory.user
+    {
+        let memory = crate::commands::open_memory(&settings.store)?;
+        services = services.with_memory(memory, user.clone(), args.agent.clone());
+    }
+    Ok(std::sync::Arc::new(services))
 }
 
 /// `run --session KEY --message TEXT`: one turn against the configured
@@ -816,6 +877,29 @@ fn per_processor_options(args: &RunArgs, m: &ArgMatches) -> Result<Vec<Processor
     }
     for at in indices("allow_random") {
         options[owner("allow-random", at)?].grants.random = true;
+    }
+    for at in indices("allow_summarize") {
+        options[owner("allow-summarize", at)?].grants.summarize = true;
+    }
+    for at in indices("allow_count_tokens") {
+        options[owner("allow-count-tokens", at)?]
+            .grants
+            .count_tokens = true;
+    }
+    for at in indices("allow_memory") {
+        options[owner("allow-memory", at)?].grants.memory = true;
+    }
+    for (at, n) in indices("model_tokens").into_iter().zip(&args.model_tokens) {
+        options[owner("model-tokens", at)?]
+            .limits
+            .services
+            .model_tokens = *n;
+    }
+    for (at, n) in indices("service_calls")
+        .into_iter()
+        .zip(&args.service_calls)
+    {
+        options[owner("service-calls", at)?].limits.services.calls = *n;
     }
     for (at, policy) in indices("on_failure").into_iter().zip(&args.on_failure) {
         options[owner("on-failure", at)?].on_failure = *policy;

@@ -637,10 +637,13 @@ pub(super) fn processors(loaded: &[agent_host_runtime::Processor], calls: &[Call
                             td { code { (p.hash().get(..12).unwrap_or(p.hash())) } }
                             td { @for i in p.imports() { (i.name) br; } }
                             td {
-                                @if o.grants.read_dirs.is_empty() && !o.grants.clocks && !o.grants.random { "none" }
+                                @if o.grants == agent_host_runtime::Grants::default() { "none" }
                                 @for d in &o.grants.read_dirs { "read " code { (d.display()) } br; }
                                 @if o.grants.clocks { "clocks" br; }
-                                @if o.grants.random { "random" }
+                                @if o.grants.random { "random" br; }
+                                @if o.grants.summarize { "summarize (" (o.limits.services.model_tokens) " model tokens)" br; }
+                                @if o.grants.count_tokens { "count tokens" br; }
+                                @if o.grants.memory { "read memory" }
                             }
                             td {
                                 (o.limits.deadline.as_millis()) " ms, "

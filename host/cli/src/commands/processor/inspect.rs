@@ -132,6 +132,13 @@ pub(super) fn run(args: &InspectArgs, out: &mut dyn Write) -> anyhow::Result<()>
     }
     for i in &host {
         writeln!(out, "  {}", i.import.name)?;
+        if i.import.name.starts_with("agent-host:history/services@") {
+            writeln!(
+                out,
+                "    (its host services are each closed unless granted: --allow-summarize, \
+                 --allow-count-tokens, --allow-memory)"
+            )?;
+        }
     }
     if wasi.is_empty() {
         writeln!(out, "WASI imports: none (it needs no grant)")?;

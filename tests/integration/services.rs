@@ -1,0 +1,341 @@
+//! Host services end to end (issue 20): the standard `summarize-history`,
+//! built by the README's command, run by `agent-host run` against the
+//! loopback model server on both wires. Granted, the model writes the
+//! summary that replaces the older turns; not granted or over budget, the
+//! model is never asked and the history stands; the API key is in nothing
+//! the processor receives, even when the server quotes it back.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::llm_server::{Answer, LlmServer, Scripted, Wire};
+use crate::util::{agent_host, standard_processor, stderr, stdout};
+
+const KEY: &str = "sk-services-secret-4242";
+
+/// A system prompt and five turns, a tool exchange in the second.
+fn history(dir: &Path) -> PathBuf {
+    let mut messages = vec![serde_json::json!({"role": "system", "content": "Be brief."})];
+    for i in 0..5 {
+        messages.push(serde_json::json!({"role": "user", "content": format!("question {i}")}));
+        if i == 1 {
+            messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{\"q\":\"cats\"}"}}
+            ]}));
+            messages.push(
+                serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "three cats"}),
+            );
+        }
+        messages.push(serde_json::json!({"role": "assistant", "content": format!("answer {i}")}));
+    }
+    let path = dir.join("history.json");
+    std::fs::write(&path, serde_json::to_string(&messages).unwrap()).unwrap();
+    path
+}
+
+/// `agent-host run` with summarize-history and `extra` flags after it,
+/// against `server`; its output and report.
+fn run(server: &LlmServer, extra: &[&str]) -> (Output, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let input = history(dir.path());
+    let report = dir.path().join("report.json");
+    let kind = match server.wire() {
+        Wire::OpenAi => "openai",
+        Wire::Anthropic => "anthropic",
+    };
+    let output = agent_host()
+        .arg("run")
+        .arg("--input")
+        .arg(&input)
+        .args(["--no-compact", "--to", "jsonl", "--no-cache", "--report"])
+        .arg(&report)
+        .arg("--processor")
+        .arg(standard_processor("summarize-history"))
+        .args([
+            "--processor-config",
+            r#"{"keep_turns": 2, "min_messages": 2, "max_tokens": 300}"#,
+        ])
+        .args(extra)
+        .args(["--provider", kind, "--model", "test-model", "--base-url"])
+        .arg(server.base_url())
+        .env("AGENT_HOST_API_KEY_ENV", "TEST_SERVICES_KEY")
+        .env("TEST_SERVICES_KEY", KEY)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(&report)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    (output, report)
+}
+
+fn messages(output: &Output) -> Vec<Value> {
+    assert!(output.status.success(), "{}", stderr(output));
+    stdout(output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn contents(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Everything of the run a processor could have received or passed on:
+/// its answers from the host, its logs, its output.
+fn seen_by_the_guest(output: &Output, report: &Value) -> String {
+    format!(
+        "{}{}{}",
+        stdout(output),
+        report["processors"][0]["services"],
+        report["processors"][0]["logs"]
+    )
+}
+
+#[test]
+fn summarize_history_replaces_the_older_turns_with_the_models_summary_on_both_wires() {
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let server = LlmServer::start(wire);
+        server.require_key(KEY);
+        server.push(
+            Answer::text("## Current State\nThree cats were found.")
+                .with_usage(321, 12)
+                .into(),
+        );
+        let (output, report) = run(&server, &["--allow-summarize"]);
+        let out = messages(&output);
+        let texts = contents(&out);
+        assert_eq!(
+            texts,
+            [
+                "Be brief.",
+                "[The 8 earlier messages of this conversation were summarized.]",
+                "## Current State\nThree cats were found.",
+                "question 3",
+                "answer 3",
+                "question 4",
+                "answer 4",
+            ],
+            "{wire:?}"
+        );
+        for m in &out[1..3] {
+            // JSONL marks a checkpoint message by its type.
+            assert_eq!(m["type"], "summary", "{wire:?}: {m}");
+            assert_eq!(m["synthetic"], true, "{wire:?}: {m}");
+        }
+        // The model was asked once, with the older turns and the tool
+        // exchange, none of the kept ones.
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1, "{wire:?}");
+        let asked = requests[0].body.to_string();
+        for said in [
+            "You summarize the earlier part",
+            "question 0",
+            "three cats",
+            "answer 2",
+        ] {
+            assert!(asked.contains(said), "{wire:?}: {said} in {asked}");
+        }
+        assert!(!asked.contains("question 3"), "{wire:?}");
+        // The report says what was called and what it cost.
+        let p = &report["processors"][0];
+        assert_eq!(p["outcome"], "applied", "{wire:?}: {p}");
+        let call = &p["services"][0];
+        assert_eq!(call["served"], true, "{wire:?}");
+        assert_eq!(call["request"]["service"], "summarize");
+        assert_eq!(call["request"]["max_tokens"], 300);
+        assert_eq!(call["result"]["answer"]["input_tokens"], 321);
+        assert_eq!(p["service_usage"]["model_tokens"], 333);
+        assert!(
+            !seen_by_the_guest(&output, &report).contains(KEY),
+            "{wire:?}"
+        );
+    }
+}
+
+#[test]
+fn without_the_grant_or_over_the_budget_the_model_is_never_asked() {
+    let server = LlmServer::start(Wire::OpenAi);
+    for (extra, kind, says) in [
+        (&[][..], "denied", "--allow-summarize"),
+        (
+            &["--allow-summarize", "--model-tokens", "100"][..],
+            "over_budget",
+            "model tokens",
+        ),
+        (
+            &["--allow-count-tokens", "--allow-memory"][..],
+            "denied",
+            "--allow-summarize",
+        ),
+    ] {
+        let (output, report) = run(&server, extra);
+        let out = messages(&output);
+        // The history stands: 1 system message and 12 of the turns.
+        assert_eq!(out.len(), 13, "{extra:?}");
+        let call = &report["processors"][0]["services"][0];
+        assert_eq!(call["served"], false, "{extra:?}");
+        assert_eq!(call["result"]["error"]["error"], kind, "{extra:?}: {call}");
+        let reason = call["result"]["error"]["reason"].as_str().unwrap();
+        assert!(reason.contains(says), "{extra:?}: {reason}");
+        let logs = report["processors"][0]["logs"].to_string();
+        assert!(logs.contains("no summary"), "{extra:?}: {logs}");
+    }
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn a_key_the_server_quotes_back_never_reaches_the_processor() {
+    let server = LlmServer::start(Wire::OpenAi);
+    server.push(Scripted::Status {
+        status: 401,
+        body: format!(
+            r#"{{"error": {{"message": "Incorrect API key provided: {KEY}", "type": "invalid_request_error"}}}}"#
+        ),
+        retry_after: None,
+    });
+    let (output, report) = run(&server, &["--allow-summarize"]);
+    assert_eq!(messages(&output).len(), 13);
+    let call = &report["processors"][0]["services"][0];
+    assert_eq!(call["served"], true);
+    assert_eq!(call["result"]["error"]["error"], "failed", "{call}");
+    let reason = call["result"]["error"]["reason"].as_str().unwrap();
+    assert!(reason.contains("[redacted]"), "{reason}");
+    assert!(!seen_by_the_guest(&output, &report).contains(KEY));
+    assert!(!stderr(&output).contains(KEY), "{}", stderr(&output));
+}
+
+/// A turn (`run --session --message`): the engine serves the processors'
+/// services from the same provider, before it sends the turn itself.
+#[test]
+fn a_turns_processors_are_served_by_the_engines_provider() {
+    let server = LlmServer::start(Wire::OpenAi);
+    server.require_key(KEY);
+    server.push(Answer::text("a two-line summary").with_usage(50, 5).into());
+    server.push(Answer::text("Hello back.").into());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent-host.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[provider]\nkind = \"openai\"\nmodel = \"test-model\"\nbase_url = \"{}\"\napi_key_env = \"TEST_SERVICES_KEY\"\nstream = false\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let report = dir.path().join("report.json");
+    let output = agent_host()
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "run",
+            "--session",
+            "s1",
+            "--message",
+            "hi",
+            "--no-cache",
+            "--quiet",
+        ])
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .arg("--report")
+        .arg(&report)
+        .arg("--processor")
+        .arg(agent_host_test_artifacts::SERVICES)
+        .args([
+            "--processor-config",
+            r#"{"calls": ["summarize", "memory"]}"#,
+            "--allow-summarize",
+        ])
+        .env("TEST_SERVICES_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("Hello back."),
+        "{}",
+        stdout(&output)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].contains("Summarize this."));
+    assert!(!requests[1].contains("Summarize this."));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let p = &report["processors"][0];
+    let logs = p["logs"].to_string();
+    assert!(
+        logs.contains("summarize: ok a two-line summary in=50 out=5"),
+        "{logs}"
+    );
+    assert!(logs.contains("memory: denied:"), "{logs}");
+    assert_eq!(p["service_usage"]["model_tokens"], 55);
+    assert_eq!(p["service_usage"]["denied"], 1);
+    assert!(!logs.contains(KEY) && !p["services"].to_string().contains(KEY));
+}
+
+/// `read-memory` gives the facts of the configured user with the run's
+/// agent, never another user's (nor another agent's) from the same store.
+#[test]
+fn a_memory_read_sees_only_the_runs_user_and_agent() {
+    use agent_host_core::memory::{Fact, Scope};
+    use agent_host_store::memory::MemoryStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let memory = MemoryStore::open(&store.to_string_lossy()).unwrap();
+    let now = chrono::Utc::now();
+    for (user, agent, text) in [
+        ("alice", "default", "alice likes green tea"),
+        ("bob", "default", "bob likes black tea"),
+        ("alice", "other", "alice told another agent her PIN"),
+    ] {
+        memory
+            .add(Fact::new(
+                MemoryStore::new_id(),
+                Scope::new(user, agent),
+                user,
+                text,
+                now,
+            ))
+            .unwrap();
+    }
+    drop(memory);
+    let input = history(dir.path());
+    let read = |user: &str| {
+        let config = dir.path().join(format!("{user}.toml"));
+        std::fs::write(&config, format!("[memory]\nuser = \"{user}\"\n")).unwrap();
+        let report = dir.path().join(format!("{user}.json"));
+        let output = agent_host()
+            .arg("--config")
+            .arg(&config)
+            .arg("--store")
+            .arg(&store)
+            .args(["run", "--no-compact", "--no-cache", "--quiet", "--input"])
+            .arg(&input)
+            .arg("--report")
+            .arg(&report)
+            .arg("--processor")
+            .arg(agent_host_test_artifacts::SERVICES)
+            .args([
+                "--processor-config",
+                r#"{"calls": ["memory"]}"#,
+                "--allow-memory",
+            ])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        report["processors"][0]["logs"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(read("alice"), "memory: ok alice=alice likes green tea");
+    assert_eq!(read("bob"), "memory: ok bob=bob likes black tea");
+    assert_eq!(read("carol"), "memory: ok ");
+}
