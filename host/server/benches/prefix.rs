@@ -175,6 +175,7 @@ async fn replay(
         // that prefix covers.
         let (mut summaries, mut reusing, mut covered) = (0usize, 0usize, Vec::new());
         let mut seen = 0usize;
+        let mut reasons = std::collections::BTreeMap::new();
         for (s, conversation) in sessions.iter().enumerate() {
             let mut previous: Option<Vec<Value>> = None;
             for (i, m) in conversation.iter().enumerate() {
@@ -195,7 +196,34 @@ async fn replay(
                     reply.text().await.unwrap()
                 );
                 let compacted = reply.headers()["x-agent-host-summary"] == "created";
+                let n = reply.headers()["x-agent-host-request"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
                 reply.bytes().await.unwrap();
+                if compacted && summarizer == SummarizerChoice::Llm {
+                    // Why a summary did or did not reuse the last request.
+                    let record: Value = http
+                        .get(format!("{base}/v1/sessions/prefix-{s}/requests/{n}"))
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    let why = record["notes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .find(|n| n.starts_with("the summary request"))
+                        .map(|n| match n.split_once("conversation: ") {
+                            Some((_, why)) => why.chars().take(60).collect(),
+                            None => "reused".to_owned(),
+                        })
+                        .unwrap_or_else(|| "no note".to_owned());
+                    *reasons.entry(why).or_insert(0usize) += 1;
+                }
                 let mut requests = upstream.requests();
                 for asked in requests[seen..]
                     .iter()
@@ -240,6 +268,10 @@ async fn replay(
             100.0 * stable as f64 / turns.max(1) as f64,
             100.0 * stable as f64 / between.max(1) as f64,
             100.0 * median,
-        )
+        ) + &if reasons.is_empty() {
+            String::new()
+        } else {
+            format!("; compactions by what the summary did: {reasons:?}")
+        }
     }
 }

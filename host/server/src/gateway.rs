@@ -1458,6 +1458,7 @@ fn outgoing(
                     .unwrap_or_else(|| settings.model.clone()),
                 body: body.clone(),
                 sent: prepared.view.iter().map(|m| m.id.clone()).collect(),
+                tokens: prepared.compaction.report.usage.view.total(),
             });
     }
     let response = asked.responses.as_ref().map(|ask| {

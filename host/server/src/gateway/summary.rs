@@ -60,6 +60,8 @@ pub(crate) struct SentPrompt {
     pub(crate) body: Bytes,
     /// The ids of the view's messages it carried, in order.
     pub(crate) sent: Vec<String>,
+    /// The pipeline's estimate of those messages, in tokens.
+    pub(crate) tokens: u32,
 }
 
 /// What a gateway summarizer did, for the request record.
@@ -171,15 +173,22 @@ impl CachedSummarizer {
         let kind = self.provider.settings().kind;
         let whole = !later.is_empty() || last.sent.last().map(String::as_str) == Some(&end.id);
         let ask = ask(request.max_words, end, whole);
+        // The pipeline's own measure of what the last request carried (its
+        // JSON's bytes would count the wire's syntax as text), and what
+        // goes after it.
+        let counter = HeuristicCounter::default();
+        let prompt_tokens = later
+            .iter()
+            .fold(last.tokens, |n, m| {
+                n.saturating_add(counter.count_message(m))
+            })
+            .saturating_add(counter.count_text(&ask));
         let mut body: Map<String, Value> = serde_json::from_slice(&last.body)
             .map_err(|e| format!("the last request is not a JSON object: {e}"))?;
         let later = wire_messages(kind, later)?;
         if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
             messages.extend(later);
         }
-        let prompt_tokens = HeuristicCounter::default()
-            .count_text(&String::from_utf8_lossy(&last.body))
-            .saturating_add(HeuristicCounter::default().count_text(&ask));
         let max_tokens = self
             .classic
             .answer_tokens(request.max_words, prompt_tokens)
