@@ -339,3 +339,66 @@ fn a_memory_read_sees_only_the_runs_user_and_agent() {
     assert_eq!(read("bob"), "memory: ok bob=bob likes black tea");
     assert_eq!(read("carol"), "memory: ok ");
 }
+
+/// A recorded run of summarize-history replays with the model gone: the
+/// summary comes from the record's service calls, and the answer is the
+/// same byte for byte; a record whose summary was altered gives another
+/// answer, and the replay says so.
+#[test]
+fn a_replay_answers_the_services_from_the_record() {
+    let server = LlmServer::start(Wire::OpenAi);
+    server.push(Answer::text("## Current State\nThree cats were found.").into());
+    let dir = tempfile::tempdir().unwrap();
+    let input = history(dir.path());
+    let report = dir.path().join("report.json");
+    let output = agent_host()
+        .arg("run")
+        .arg("--input")
+        .arg(&input)
+        .args(["--no-compact", "--to", "jsonl", "--no-cache", "--report"])
+        .arg(&report)
+        .arg("--processor")
+        .arg(standard_processor("summarize-history"))
+        .args([
+            "--processor-config",
+            r#"{"keep_turns": 2, "min_messages": 2, "max_tokens": 300}"#,
+            "--allow-summarize",
+            "--provider",
+            "openai",
+            "--model",
+            "test-model",
+            "--base-url",
+        ])
+        .arg(server.base_url())
+        .env("AGENT_HOST_API_KEY_ENV", "TEST_SERVICES_KEY")
+        .env("TEST_SERVICES_KEY", KEY)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    drop(server);
+    let text = std::fs::read_to_string(&report).unwrap();
+    let recorded: Value = serde_json::from_str(&text).unwrap();
+    let calls = &recorded["processors"][0]["record"]["services"];
+    assert_eq!(calls.as_array().map(Vec::len), Some(1), "{calls}");
+
+    let replay = agent_host().arg("replay").arg(&report).output().unwrap();
+    assert_eq!(
+        replay.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&replay),
+        stderr(&replay)
+    );
+
+    let altered = text.replace("Three cats were found.", "Four dogs were found.");
+    assert_ne!(altered, text);
+    std::fs::write(&report, altered).unwrap();
+    let replay = agent_host().arg("replay").arg(&report).output().unwrap();
+    assert_eq!(
+        replay.status.code(),
+        Some(4),
+        "{}{}",
+        stdout(&replay),
+        stderr(&replay)
+    );
+}
