@@ -114,6 +114,17 @@ pub struct Calls {
     pub fell_back: Option<String>,
 }
 
+impl Calls {
+    /// Counts one more request, and the usage its answer reported.
+    pub fn count(&mut self, usage: Option<&agent_host_core::Usage>) {
+        self.requests = self.requests.saturating_add(1);
+        if let Some(usage) = usage {
+            self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
+            self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
+        }
+    }
+}
+
 impl LlmSummarizer {
     /// A summarizer calling `provider`, blocking on `handle` (the runtime
     /// the provider's client was made in). The runtime must drive its I/O
@@ -219,11 +230,7 @@ impl LlmSummarizer {
             .block_on(self.provider.complete(&chat, &mut ignore))
             .map_err(|e| SummaryError::Failed(e.to_string()))?;
         if let Ok(mut calls) = self.calls.lock() {
-            calls.requests = calls.requests.saturating_add(1);
-            if let Some(usage) = &reply.message.usage {
-                calls.input_tokens = calls.input_tokens.saturating_add(usage.input_tokens);
-                calls.output_tokens = calls.output_tokens.saturating_add(usage.output_tokens);
-            }
+            calls.count(reply.message.usage.as_ref());
         }
         let text = reply.message.text().trim().to_owned();
         if text.is_empty() {

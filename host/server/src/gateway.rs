@@ -1790,29 +1790,14 @@ async fn send(
             with_headers(response, &headers)
         }
         Relayed::Whole { body, reply } => {
-            if out.native
-                && let Some(skeleton) = &out.response
-                && (!out.stream || reply.is_err())
-            {
-                // The upstream's own response object, made this gateway's.
-                let body = responses::adopted(skeleton, &body);
-                let ended = match reply {
-                    Ok(reply) => Ended::Answer(Box::new(reply)),
-                    Err(e) => Ended::Failed {
-                        status: Some(200),
-                        outcome: "unreadable_answer",
-                        error: e.to_string(),
-                    },
-                };
-                tokio::spawn(persist(&state, out, ended));
-                let mut response = Response::new(Body::from(body));
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                return with_headers(response, &headers);
-            }
-            if let Some(skeleton) = out.response.clone() {
+            // A Responses upstream's own whole answer goes back as it came,
+            // its response object made this gateway's.
+            let native = out.native && (!out.stream || reply.is_err());
+            let body = match &out.response {
+                Some(skeleton) if native => responses::adopted(skeleton, &body),
+                _ => body,
+            };
+            if !native && let Some(skeleton) = out.response.clone() {
                 let translation = Translation::Responses(skeleton);
                 return translate_whole(state, out, translation, body, reply, headers).await;
             }

@@ -2373,6 +2373,24 @@ fn asks_for_summary(request: &agent_host_testkit::model_server::Recorded) -> boo
     last.contains("## Files Modified") || system.contains("You summarize the earlier part")
 }
 
+/// One request of the session `cached` through the gateway at `base`:
+/// whether it summarized, its record's number, the answer's text.
+async fn cached_turn(base: &str, path: &str, wire: Wire, body: &Value) -> (String, u64, String) {
+    let reply = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .header("x-session-id", "cached")
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let header = |name: &str| reply.headers()[name].to_str().unwrap().to_owned();
+    let summary = header("x-agent-host-summary");
+    let n = header("x-agent-host-request").parse().unwrap();
+    let answer = answer_text(wire, &reply.text().await.unwrap());
+    (summary, n, answer)
+}
+
 /// With a model writing summaries, a gateway summary goes to the request's
 /// own upstream as the last request sent for the session with the ask
 /// after it: everything before the ask is that request's body, tools and
@@ -2437,24 +2455,7 @@ async fn summaries_reuse_the_last_request(wire: Wire) {
         history.push(
             json!({"role": "user", "content": format!("question {turn}: what is in src/lib.rs?")}),
         );
-        let reply = reqwest::Client::new()
-            .post(format!("{}{path}", gateway.base))
-            .header("x-session-id", "cached")
-            .json(&body(&history))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(reply.status(), 200);
-        let summary = reply.headers()["x-agent-host-summary"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let n: u64 = reply.headers()["x-agent-host-request"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let answer = answer_text(wire, &reply.text().await.unwrap());
+        let (summary, n, answer) = cached_turn(&gateway.base, path, wire, &body(&history)).await;
         history.push(json!({"role": "assistant", "content": answer}));
         if summary == "created" {
             summarized_at = Some(n);
@@ -2525,21 +2526,8 @@ async fn summaries_reuse_the_last_request(wire: Wire) {
         history.push(json!({"role": "assistant", "content": format!("reply {turn}")}));
     }
     history.push(json!({"role": "user", "content": "question 13"}));
-    let reply = reqwest::Client::new()
-        .post(format!("{}{path}", gateway.base))
-        .header("x-session-id", "cached")
-        .json(&body(&history))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), 200);
-    assert_eq!(reply.headers()["x-agent-host-summary"], "created");
-    let n: u64 = reply.headers()["x-agent-host-request"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let answer = answer_text(wire, &reply.text().await.unwrap());
+    let (summary, n, answer) = cached_turn(&gateway.base, path, wire, &body(&history)).await;
+    assert_eq!(summary, "created");
     history.push(json!({"role": "assistant", "content": answer}));
     gateway.settle("cached").await;
     let requests = gateway.upstream.requests();
@@ -2584,24 +2572,7 @@ async fn summaries_reuse_the_last_request(wire: Wire) {
     let mut refused = None;
     for turn in 14..30 {
         history.push(json!({"role": "user", "content": format!("question {turn}")}));
-        let reply = reqwest::Client::new()
-            .post(format!("{}{path}", gateway.base))
-            .header("x-session-id", "cached")
-            .json(&body(&history))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(reply.status(), 200);
-        let summary = reply.headers()["x-agent-host-summary"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let n: u64 = reply.headers()["x-agent-host-request"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let answer = answer_text(wire, &reply.text().await.unwrap());
+        let (summary, n, answer) = cached_turn(&gateway.base, path, wire, &body(&history)).await;
         history.push(json!({"role": "assistant", "content": answer}));
         if summary == "created" {
             refused = Some(n);

@@ -216,11 +216,7 @@ impl CachedSummarizer {
             Relayed::Stream(_) => return Err("the upstream streamed an unasked stream".into()),
         };
         if let Ok(mut calls) = self.reused.lock() {
-            calls.requests = calls.requests.saturating_add(1);
-            if let Some(usage) = &reply.message.usage {
-                calls.input_tokens = calls.input_tokens.saturating_add(usage.input_tokens);
-                calls.output_tokens = calls.output_tokens.saturating_add(usage.output_tokens);
-            }
+            calls.count(reply.message.usage.as_ref());
         }
         let text = reply.message.text().trim().to_owned();
         if text.is_empty() {
