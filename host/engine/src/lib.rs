@@ -68,7 +68,7 @@ mod exchange;
 pub mod llm_summarizer;
 pub mod memory_tools;
 pub mod replay;
-mod services;
+pub mod services;
 pub mod trace;
 pub mod transcript;
 
