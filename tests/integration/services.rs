@@ -39,8 +39,18 @@ fn history(dir: &Path) -> PathBuf {
 /// against `server`; its output and report.
 fn run(server: &LlmServer, extra: &[&str]) -> (Output, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let input = history(dir.path());
-    let report = dir.path().join("report.json");
+    let (output, report) = run_in(dir.path(), server, extra);
+    let report = std::fs::read_to_string(&report)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(Value::Null);
+    (output, report)
+}
+
+/// [`run`] with its history and report in `dir`; its output and the
+/// report's path.
+fn run_in(dir: &Path, server: &LlmServer, extra: &[&str]) -> (Output, PathBuf) {
+    let input = history(dir);
+    let report = dir.join("report.json");
     let kind = match server.wire() {
         Wire::OpenAi => "openai",
         Wire::Anthropic => "anthropic",
@@ -64,9 +74,6 @@ fn run(server: &LlmServer, extra: &[&str]) -> (Output, Value) {
         .env("TEST_SERVICES_KEY", KEY)
         .output()
         .unwrap();
-    let report = std::fs::read_to_string(&report)
-        .map(|t| serde_json::from_str(&t).unwrap())
-        .unwrap_or(Value::Null);
     (output, report)
 }
 
@@ -349,31 +356,7 @@ fn a_replay_answers_the_services_from_the_record() {
     let server = LlmServer::start(Wire::OpenAi);
     server.push(Answer::text("## Current State\nThree cats were found.").into());
     let dir = tempfile::tempdir().unwrap();
-    let input = history(dir.path());
-    let report = dir.path().join("report.json");
-    let output = agent_host()
-        .arg("run")
-        .arg("--input")
-        .arg(&input)
-        .args(["--no-compact", "--to", "jsonl", "--no-cache", "--report"])
-        .arg(&report)
-        .arg("--processor")
-        .arg(standard_processor("summarize-history"))
-        .args([
-            "--processor-config",
-            r#"{"keep_turns": 2, "min_messages": 2, "max_tokens": 300}"#,
-            "--allow-summarize",
-            "--provider",
-            "openai",
-            "--model",
-            "test-model",
-            "--base-url",
-        ])
-        .arg(server.base_url())
-        .env("AGENT_HOST_API_KEY_ENV", "TEST_SERVICES_KEY")
-        .env("TEST_SERVICES_KEY", KEY)
-        .output()
-        .unwrap();
+    let (output, report) = run_in(dir.path(), &server, &["--allow-summarize"]);
     assert!(output.status.success(), "{}", stderr(&output));
     drop(server);
     let text = std::fs::read_to_string(&report).unwrap();

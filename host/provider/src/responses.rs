@@ -113,10 +113,14 @@ fn merged(messages: Vec<Message>) -> Result<Message, String> {
         }
         // What the reader kept of each item (ids, reasoning items) stays
         // with the one message, in order.
-        if let Some(Value::Array(more)) = m.metadata.get(responses::EXTRA_KEY).cloned()
-            && let Some(Value::Array(kept)) = first.metadata.get_mut(responses::EXTRA_KEY)
-        {
-            kept.extend(more);
+        if let Some(Value::Array(more)) = m.metadata.get(responses::EXTRA_KEY).cloned() {
+            let kept = first
+                .metadata
+                .entry(responses::EXTRA_KEY)
+                .or_insert_with(|| json!([]));
+            if let Value::Array(kept) = kept {
+                kept.extend(more);
+            }
         }
     }
     Ok(answer.unwrap_or_else(|| Message::assistant("")))
@@ -256,6 +260,20 @@ mod tests {
                 .any(|i| i["encrypted_content"] == "gAAAA-opaque"),
             "{items:#?}"
         );
+    }
+
+    #[test]
+    fn several_output_messages_are_one_answer() {
+        let reply = Responses::parse_reply(json!({"status": "completed", "output": [
+            {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "First."}]},
+            {"type": "message", "id": "msg_2", "role": "assistant", "content": [{"type": "output_text", "text": "Second."}]},
+        ]}))
+        .unwrap();
+        assert_eq!(reply.message.text(), "First.\nSecond.");
+        assert_eq!(reply.stop_reason.as_deref(), Some("completed"));
+        let empty = Responses::parse_reply(json!({"status": "completed", "output": []})).unwrap();
+        assert_eq!(empty.message.role, Role::Assistant);
+        assert!(empty.message.text().is_empty());
     }
 
     #[test]

@@ -483,27 +483,7 @@ mod tests {
     use super::*;
     use crate::CacheOutcome;
 
-    /// A new message as a processor builds it.
-    fn wit_message(role: wit::Role, id: &str, content: &str) -> wit::Message {
-        wit::Message {
-            id: id.into(),
-            role,
-            content: content.into(),
-            parts: Vec::new(),
-            reasoning: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            tool_name: None,
-            usage: None,
-            model: None,
-            timestamp: None,
-            agent: None,
-            channel: None,
-            flags: wit::MessageFlags::empty(),
-            metadata: None,
-            tokens: 0,
-        }
-    }
+    use crate::bindings::plain_message as wit_message;
 
     fn replace(index: u32, message: wit::Message) -> wit::Item {
         wit::Item::Replace(wit::Replacement { index, message })

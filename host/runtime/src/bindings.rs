@@ -302,6 +302,30 @@ pub(crate) fn timestamp_to_wit(t: DateTime<Utc>) -> wit::Timestamp {
     }
 }
 
+/// A new message as a processor builds it: a role, an id (empty: the host
+/// derives one) and plain text, nothing else; for the runtime's tests.
+#[cfg(test)]
+pub(crate) fn plain_message(role: wit::Role, id: &str, content: &str) -> wit::Message {
+    wit::Message {
+        id: id.into(),
+        role,
+        content: content.into(),
+        parts: Vec::new(),
+        reasoning: None,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+        tool_name: None,
+        usage: None,
+        model: None,
+        timestamp: None,
+        agent: None,
+        channel: None,
+        flags: wit::MessageFlags::empty(),
+        metadata: None,
+        tokens: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,25 +333,13 @@ mod tests {
     /// A plain user message as a processor would build it.
     fn wit_message(metadata: Option<&str>) -> wit::Message {
         wit::Message {
-            id: String::new(),
-            role: wit::Role::User,
-            content: "hi".into(),
-            parts: Vec::new(),
-            reasoning: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            tool_name: None,
-            usage: None,
-            model: None,
             timestamp: Some(wit::Timestamp {
                 seconds: 1_700_000_000,
                 nanoseconds: 5,
             }),
-            agent: None,
-            channel: None,
             flags: wit::MessageFlags::SYNTHETIC | wit::MessageFlags::ERROR,
             metadata: metadata.map(str::to_owned),
-            tokens: 0,
+            ..plain_message(wit::Role::User, "", "hi")
         }
     }
 

@@ -514,24 +514,7 @@ mod tests {
     use super::*;
 
     fn insert(content: &str) -> wit::Item {
-        wit::Item::Insert(wit::Message {
-            id: String::new(),
-            role: wit::Role::User,
-            content: content.into(),
-            parts: Vec::new(),
-            reasoning: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            tool_name: None,
-            usage: None,
-            model: None,
-            timestamp: None,
-            agent: None,
-            channel: None,
-            flags: wit::MessageFlags::empty(),
-            metadata: None,
-            tokens: 0,
-        })
+        wit::Item::Insert(crate::bindings::plain_message(wit::Role::User, "", content))
     }
 
     #[test]
