@@ -32,10 +32,10 @@ use crate::llm_summarizer::SUMMARY_TEMPERATURE;
 /// use agent_host_core::HeuristicCounter;
 /// use agent_host_engine::EngineServices;
 ///
-/// # fn main(handle: tokio::runtime::Handle) {
-/// let services = EngineServices::new(handle, Arc::new(HeuristicCounter::default()));
-/// // ... .with_provider(provider).with_memory(store, "alice", "default")
-/// # }
+/// fn services(handle: tokio::runtime::Handle) -> EngineServices {
+///     EngineServices::new(handle, Arc::new(HeuristicCounter::default()))
+///     // ... .with_provider(provider).with_memory(store, "alice", "default")
+/// }
 /// ```
 pub struct EngineServices {
     handle: Handle,
