@@ -165,7 +165,10 @@ pub(crate) fn engine_config(max_wasm_stack: usize, pooling: bool) -> Config {
             // Reset a reused slot's first 16 MiB with memset rather than
             // handing the pages back: the next call does not fault them in.
             .linear_memory_keep_resident(16 << 20)
-            .table_keep_resident(1 << 20);
+            .table_keep_resident(1 << 20)
+            // Where the kernel has PAGEMAP_SCAN (Linux 6.7), only the pages
+            // a call wrote are reset, instead of every accessible byte.
+            .pagemap_scan(wasmtime::Enabled::Auto);
         wasm.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
     }
     wasm
@@ -431,6 +434,7 @@ impl Runtime {
         let mut linker = Linker::<State>::new(&self.sandbox.engine);
         if v0_2 {
             v0_2::HistoryProcessor::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+                .and_then(|()| v0_2::shadow(&mut linker))
         } else {
             HistoryProcessor::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
         }

@@ -10,12 +10,17 @@
 //! `headers` call.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use agent_host_core::{MediaRef, Message, Part, Role};
 use wasmtime::component::Resource;
 
 use crate::bindings::wit as v1;
 use crate::call::State;
+
+mod lower;
+
+pub(crate) use lower::shadow;
 
 wasmtime::component::bindgen!({
     path: "../../wit/v0.2.0",
@@ -38,7 +43,9 @@ pub(crate) const PROCESSOR_INTERFACE: &str = "agent-host:history/processor@0.2.0
 
 /// The input history of one call, as the guest's `history` resource.
 pub struct HistoryData {
-    messages: Vec<Message>,
+    /// Shared with the results that lower them ([`lower`]) for as long as
+    /// a host function's answer is being written into the guest.
+    messages: Arc<Vec<Message>>,
     /// The host's token estimate of each message.
     tokens: Vec<u32>,
     /// For each message, the index of the message whose call it answers;
@@ -49,7 +56,7 @@ pub struct HistoryData {
 impl HistoryData {
     pub(crate) fn new(messages: Vec<Message>, tokens: Vec<u32>) -> Self {
         HistoryData {
-            messages,
+            messages: Arc::new(messages),
             tokens,
             answers: None,
         }
@@ -57,7 +64,9 @@ impl HistoryData {
 
     /// The messages, given back after the call.
     pub(crate) fn into_messages(self) -> Vec<Message> {
-        self.messages
+        // A result holds a share only while it is lowered, inside its host
+        // function: after the call the history is this one's alone.
+        Arc::try_unwrap(self.messages).unwrap_or_else(|shared| shared.as_ref().clone())
     }
 
     /// `[start, end)` cut to the history.
@@ -72,8 +81,14 @@ impl HistoryData {
         self.messages.get(index as usize)
     }
 
-    fn answers(&mut self) -> &[Option<u32>] {
-        self.answers.get_or_insert_with(|| answers(&self.messages))
+    /// The headers of `[start, end)` (cut to the history).
+    fn headers(&mut self, start: u32, end: u32) -> Vec<wit::Header> {
+        let range = self.range(start, end);
+        if self.answers.is_none() {
+            self.answers = Some(answers(&self.messages));
+        }
+        let links = self.answers.as_deref().unwrap_or_default();
+        range.map(|i| self.header(i, links[i])).collect()
     }
 
     fn header(&self, i: usize, answers: Option<u32>) -> wit::Header {
@@ -363,6 +378,10 @@ fn message_v1(m: wit::Message) -> v1::Message {
 
 impl wit::Host for State {}
 
+/// The generated host functions. A guest calls `lower::shadow`'s twins of
+/// `headers`, `messages`, `message`, `contents` and `content` (the same
+/// answers, lowered without host-side copies); these stay the reference
+/// they are tested against.
 impl wit::HostHistory for State {
     fn len(&mut self, h: Resource<HistoryData>) -> wasmtime::Result<u32> {
         Ok(len32(self.table.get(&h)?.messages.len()))
@@ -374,12 +393,7 @@ impl wit::HostHistory for State {
         start: u32,
         end: u32,
     ) -> wasmtime::Result<Vec<wit::Header>> {
-        let data = self.table.get_mut(&h)?;
-        let range = data.range(start, end);
-        data.answers();
-        let data = &*data;
-        let answers = data.answers.as_deref().unwrap_or_default();
-        Ok(range.map(|i| data.header(i, answers[i])).collect())
+        Ok(self.table.get_mut(&h)?.headers(start, end))
     }
 
     fn labels(
