@@ -105,13 +105,6 @@ pub(crate) fn apply(
         .filter(|(_, o)| matches!(o, Origin::Kept(_)))
         .map(|(m, _)| m.id.clone())
         .collect();
-    let dropped: Vec<String> = slots
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| !was_replaced[*i])
-        .filter_map(|(_, s)| s.as_ref().map(|m| m.id.clone()))
-        .collect();
-
     let violations = match validate_until(&output, &mut stop) {
         Ok(v) => v,
         Err(Stopped) => return Err((restore(slots, output, origins), deadline)),
@@ -162,8 +155,16 @@ pub(crate) fn apply(
         }
     }
 
+    // Past the last way back to the input: the messages left in their
+    // slots go, and the ids of those not replaced are moved, not copied,
+    // into the report.
+    report.dropped = slots
+        .into_iter()
+        .zip(was_replaced)
+        .filter(|(_, replaced)| !replaced)
+        .filter_map(|(slot, _)| slot.map(|m| m.id))
+        .collect();
     report.kept = kept;
-    report.dropped = dropped;
     report.replaced = replaced;
     report.inserted = inserted;
     report.repairs = repairs;

@@ -378,10 +378,10 @@ fn message_v1(m: wit::Message) -> v1::Message {
 
 impl wit::Host for State {}
 
-/// The generated host functions. A guest calls `lower::shadow`'s twins of
-/// `headers`, `messages`, `message`, `contents` and `content` (the same
-/// answers, lowered without host-side copies); these stay the reference
-/// they are tested against.
+/// The host functions `bindgen!` asks for. A guest's calls of `headers`,
+/// `messages`, `message`, `contents` and `content` reach `lower::shadow`'s
+/// twins instead, which give the same answers without host-side copies
+/// (`tests/reads.rs` checks them field by field).
 impl wit::HostHistory for State {
     fn len(&mut self, h: Resource<HistoryData>) -> wasmtime::Result<u32> {
         Ok(len32(self.table.get(&h)?.messages.len()))

@@ -17,8 +17,9 @@
 //! holds no string, so the whole list is one block of fixed-size records:
 //! here it is laid out in a host buffer as the canonical ABI lays it out and
 //! copied into the guest's allocation at once. The host function is
-//! registered over the generated one ([`shadow`]); the generated one stays
-//! the reference the layout is tested against.
+//! registered over the generated one ([`shadow`]); the layout is tested
+//! against the generated `Header` type's own, and `tests/reads.rs` checks
+//! every field a guest reads through each method.
 //!
 //! [`bindings::MessageIn`]: crate::bindings::MessageIn
 
