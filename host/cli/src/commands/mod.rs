@@ -52,8 +52,8 @@ impl LimitArgs {
 pub struct MemoryArgs {
     /// Whose long-term memory turns recall from and flush into (the store's memory, as
     /// `agent-host memory` and `/v1/memory` serve it): recalled facts go in each view's
-    /// volatile tail, after the newest message. None: turns and views use no memory
-    /// [config: memory.user].
+    /// volatile tail, after the newest message; processors granted --allow-memory read its
+    /// facts. None: turns and views use no memory [config: memory.user].
     #[arg(long, value_name = "USER")]
     pub memory_user: Option<String>,
     /// How facts are extracted: `offline` (explicit facts, at the flush before a summary)

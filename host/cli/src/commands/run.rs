@@ -86,7 +86,7 @@ pub struct RunArgs {
     allow_count_tokens: u8,
     /// Let the processor before it read the long-term memory of the run's user and agent
     /// (`read-memory`; the user is --memory-user, or `user` in [memory] of agent-host.toml;
-    /// the agent is --agent).
+    /// the agent is --agent with --session, else `default`).
     #[arg(long = "allow-memory", action = ArgAction::Count)]
     allow_memory: u8,
     /// The model tokens (read and written) the host services of the processor before it may
