@@ -67,7 +67,9 @@ mkdir -p "$(dirname "$out")"
     --file "$work/bundle.js" --log-level warn >&2
 sed -i "s#agent-host:history/host@0\\.[12]\\.0#agent-host:history/host@$contract#g" "$work/bundle.js"
 # The host's services (summarize, countTokens, readMemory) are 0.2.0 only.
-if [ "$contract" != 0.2.0 ] && grep -q 'agent-host:history/services@' "$work/bundle.js"; then
+# (An import statement, at the start of a line: the SDK's own texts name the
+# interface too.)
+if [ "$contract" != 0.2.0 ] && grep -qE "^import .*[\"']agent-host:history/services@" "$work/bundle.js"; then
     echo "error: $entry imports agent-host:history/services@0.2.0, which the $backend backend's" >&2
     echo "       contract ($contract) does not have: build it with --backend spidermonkey (contract 0.2.0)" >&2
     exit 1
