@@ -194,6 +194,27 @@ static void a_long_message_is_quoted_with_its_middle_elided(void) {
     ahg_test_result_free(&r);
 }
 
+static int padded(void *arg, ahg_str prompt, ahg_str text, ahg_str *summary,
+                  ahg_service_error *err) {
+    (void)arg;
+    (void)prompt;
+    (void)text;
+    (void)err;
+    /* U+0085 and U+3000 are white space to Rust's trim, U+001C is not. */
+    *summary = ahg_cstr("\xc2\x85\x1cTHE SUMMARY\xe3\x80\x80\n");
+    return 0;
+}
+
+static void the_summary_is_trimmed_as_rust_trims(void) {
+    ahg_message in[16];
+    size_t len = turns(in, 5);
+    ahg_test_serve_summaries(padded, NULL);
+    ahg_test_result r = ahg_test_run("{\"keep_turns\": 2, \"min_messages\": 2}", in, len);
+    CHECK(r.error.kind == AHG_OK && r.len == 7);
+    if (r.len == 7) CHECK(content_is(&r.messages[2], "\x1cTHE SUMMARY"));
+    ahg_test_result_free(&r);
+}
+
 static void bad_configurations_are_refused(void) {
     const char *configs[] = {"{\"keep_turns\": 0}", "{\"max_words\": 0}", "{\"turns\": 2}",
                              "{\"min_messages\": -1}", "[1, 2]"};
@@ -212,6 +233,7 @@ int main(void) {
     too_little_to_summarize_asks_nothing();
     a_previous_summary_is_carried_into_the_material();
     a_long_message_is_quoted_with_its_middle_elided();
+    the_summary_is_trimmed_as_rust_trims();
     bad_configurations_are_refused();
     ahg_test_stop_serving_summaries();
     ahg_test_log_clear();

@@ -122,6 +122,12 @@ class SummarizeHistoryTests(unittest.TestCase):
             quoted, "é" * 2_000 + "\n[... 1000 characters elided ...]\n" + "x" * 2_000
         )
 
+    def test_the_summary_is_trimmed_as_rust_trims(self):
+        # U+0085 is white space to Rust, U+001C is not (Python's strip takes both).
+        testing.serve_summaries(lambda prompt, text: "\x85\x1cTHE SUMMARY\u3000\n")
+        out = testing.run(SummarizeHistory, '{"keep_turns": 2, "min_messages": 2}', turns(5))
+        self.assertEqual(out[2].content, "\x1cTHE SUMMARY")
+
     def test_bad_configurations_are_refused(self):
         for config in [
             '{"keep_turns": 0}',

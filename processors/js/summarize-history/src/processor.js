@@ -116,6 +116,16 @@ export function quote(text) {
   return `${head}\n[... ${chars.length - QUOTE_CHARS} characters elided ...]\n${tail}`;
 }
 
+/** What Rust's `str::trim` takes off (Unicode's White_Space): `String.trim`
+ * would also take U+FEFF and leave U+0085, and the summary must be the Rust
+ * one's. */
+const EDGE_SPACE = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
+
+/** `text` without the white space at both ends, as Rust trims it. */
+export function trim(text) {
+  return text.replace(EDGE_SPACE, "");
+}
+
 export default defineProcessor({
   name: "summarize-history",
   version: "0.1.0",
@@ -155,7 +165,7 @@ export default defineProcessor({
       warn(`no summary (${e}); the history is kept`);
       return;
     }
-    const text = summary.text.trim();
+    const text = trim(summary.text);
     if (text === "") {
       warn("the model wrote an empty summary; the history is kept");
       return;

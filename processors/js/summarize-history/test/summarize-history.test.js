@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { ProcessorError, ServiceError, message, testing, toolCallMessage, toolResult } from "agent-host-guest";
-import summarizeHistory from "../src/processor.js";
+import summarizeHistory, { trim } from "../src/processor.js";
 
 function turns(n) {
   const h = [message("system", "rules")];
@@ -114,4 +114,10 @@ test("bad configurations are refused", () => {
       config,
     );
   }
+});
+
+test("the summary is trimmed as Rust trims", () => {
+  // U+0085 is white space to Rust and U+FEFF is not; String.trim thinks the opposite.
+  assert.equal(trim("\u0085\ufeffTHE SUMMARY\u3000\n"), "\ufeffTHE SUMMARY");
+  assert.equal(trim(" \t "), "");
 });

@@ -53,6 +53,13 @@ INSTRUCTIONS = (
     "the summary, under {max_words} words."
 )
 
+#: What Rust's `str::trim` takes off (Unicode's White_Space): `str.strip()`
+#: would also take U+001C to U+001F, and the summary must be the Rust one's.
+WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
 #: The configuration's numbers, none of which may be negative.
 NUMBERS = ("keep_turns", "min_messages", "trigger_tokens", "max_words", "max_tokens", "timeout_ms")
 
@@ -124,7 +131,7 @@ class SummarizeHistory(Processor):
         except ServiceError as e:
             warn(f"no summary ({e}); the history is kept")
             return
-        if not summary.text.strip():
+        if not summary.text.strip(WHITE_SPACE):
             warn("the model wrote an empty summary; the history is kept")
             return
         for i in span:
@@ -137,7 +144,7 @@ class SummarizeHistory(Processor):
         )
         answer = message(
             Role.ASSISTANT,
-            summary.text.strip(),
+            summary.text.strip(WHITE_SPACE),
             flags=flags,
             metadata=(
                 f'{{"summary_of":{len(span)},"input_tokens":{summary.input_tokens},'
