@@ -724,6 +724,20 @@ int ahg_failed(ahg_error *err, const char *fmt, ...) {
 
 /* ---- Logging and estimates ------------------------------------------------- */
 
+const char *ahg_service_error_name(ahg_service_error_kind kind) {
+    switch (kind) {
+    case AHG_SERVICE_OK:
+        return "ok";
+    case AHG_SERVICE_DENIED:
+        return "denied";
+    case AHG_SERVICE_OVER_BUDGET:
+        return "over budget";
+    case AHG_SERVICE_FAILED:
+        break;
+    }
+    return "failed";
+}
+
 void ahg_log(ahg_level level, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

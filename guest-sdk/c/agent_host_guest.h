@@ -4,7 +4,7 @@
  * A history processor is a WebAssembly component that receives a session's
  * history and answers with edits: keep this message, drop that one, replace
  * a third, insert a new one. This header is all an author needs: it hides the
- * bindings that `wit-bindgen c` generates from wit/v0.1.0/history.wit (the
+ * bindings that `wit-bindgen c` generates from wit/v0.2.0/history.wit (the
  * glue is in agent_host_guest_wit.c) behind a small API over plain structs.
  *
  * A complete processor, which drops every message flagged `error`:
@@ -528,6 +528,102 @@ uint32_t ahg_estimate_tokens(ahg_str text);
 /** The host's estimate for a whole message (input messages carry theirs in `tokens`). */
 uint32_t ahg_estimate_message_tokens(const ahg_message *m);
 
+/* ---- Services the user grants (contract 0.2.0) ------------------------------
+ *
+ * A summary written by the session's model, token counts with the session's
+ * tokenizer, and a read of the session's long-term memory. Each is closed
+ * unless the user grants it to the processor (--allow-summarize,
+ * --allow-count-tokens, --allow-memory, or `allow_summarize = true` ... in
+ * its [[processors]] entry), and each call spends the processor's budget for
+ * the run. A call that is not granted, over the budget, or failed returns -1
+ * with `err` saying which and why; it never traps, so handle it (usually by
+ * leaving the history as it is):
+ *
+ *     ahg_summary s;
+ *     ahg_service_error e;
+ *     if (ahg_summarize(h, ahg_cstr("Summarize in one line."), text,
+ *                       (ahg_summary_caps){0}, &s, &e) != 0) {
+ *         ahg_log_warn("no summary (%s: %.*s); the history is kept",
+ *                      ahg_service_error_name(e.kind), (int)e.message.len, e.message.ptr);
+ *         return 0;
+ *     }
+ *
+ * The host calls the model: the processor never sees a key or an endpoint.
+ * Natively (agent_host_guest_native.c), ahg_summarize answers with what
+ * ahg_test_serve_summaries() set (else it fails), ahg_count_tokens with the
+ * host's default estimate and ahg_read_memory with no facts, as the Rust
+ * SDK does. What these functions hand out lives until the call ends.
+ */
+
+/** Why a host service gave no answer. */
+typedef enum ahg_service_error_kind {
+    AHG_SERVICE_OK = 0,
+    /** The user has not granted the service; the message names the grant. */
+    AHG_SERVICE_DENIED,
+    /** The call would go over the processor's budget for the run. */
+    AHG_SERVICE_OVER_BUDGET,
+    /** The service was tried and failed (the model timed out, none is configured, ...). */
+    AHG_SERVICE_FAILED,
+} ahg_service_error_kind;
+
+/** A refused or failed service call: its kind and the host's reason. */
+typedef struct ahg_service_error {
+    ahg_service_error_kind kind;
+    ahg_str message;
+} ahg_service_error;
+
+/** "denied", "over budget" or "failed", as the Rust SDK's error shows itself
+ *  in a log line ("ok" for AHG_SERVICE_OK). */
+const char *ahg_service_error_name(ahg_service_error_kind kind);
+
+/** What one ahg_summarize call asks; the host lowers each cap to what the
+ *  budget leaves. 0 (as in `(ahg_summary_caps){0}`) is the host's cap. */
+typedef struct ahg_summary_caps {
+    /** The most tokens the summary may take. */
+    uint32_t max_tokens;
+    /** The most time the call may take, in milliseconds. */
+    uint32_t timeout_ms;
+} ahg_summary_caps;
+
+/** A summary the model wrote, and what it cost. */
+typedef struct ahg_summary {
+    ahg_str text;
+    /** Tokens the model read. */
+    uint64_t input_tokens;
+    /** Tokens the model wrote. */
+    uint64_t output_tokens;
+} ahg_summary;
+
+/** A fact of the session's long-term memory. */
+typedef struct ahg_fact {
+    ahg_str id;
+    /** What it is about. */
+    ahg_str entity;
+    /** The fact, as a sentence. */
+    ahg_str text;
+    /** The single-valued attribute it fills, and its value. */
+    ahg_opt_str attribute;
+    ahg_opt_str value;
+    /** When it was recorded. */
+    ahg_timestamp recorded;
+} ahg_fact;
+
+/** Has the session's model write `text` up as `prompt` (the instructions)
+ *  asks, within `caps`. Blocks while the model answers; the time is not
+ *  counted against the processor's deadline. Needs the `summarize` grant.
+ *  Returns 0 with `*out` set, or -1 with `*err` set. */
+int ahg_summarize(ahg_history *h, ahg_str prompt, ahg_str text, ahg_summary_caps caps,
+                  ahg_summary *out, ahg_service_error *err);
+/** The number of tokens `text` takes with the session's tokenizer (needs the
+ *  `count-tokens` grant; ahg_estimate_tokens needs none). 0 or -1, as above. */
+int ahg_count_tokens(ahg_history *h, ahg_str text, uint32_t *out, ahg_service_error *err);
+/** The facts of the session's long-term memory that best match `query` (the
+ *  newest for an empty one), at most `limit` (the host caps it): the run's
+ *  user's facts with the run's agent only. Needs the `memory` grant. Returns
+ *  0 with `*facts` (NULL when none) and `*len` set, or -1 with `*err` set. */
+int ahg_read_memory(ahg_history *h, ahg_str query, uint32_t limit, ahg_fact **facts,
+                    size_t *len, ahg_service_error *err);
+
 /** `word`, or `word` + "s" unless n is 1: for log lines. */
 const char *ahg_plural(size_t n, const char *word, const char *words);
 
@@ -589,7 +685,8 @@ ahg_item *ahg_history_items(ahg_history *h, size_t *len);
 /** Frees the history and everything allocated for the call (native only). */
 void ahg_history_free(ahg_history *h);
 
-/** Host functions, implemented by the wasm glue or by the native fake host. */
+/** Host functions, implemented by the wasm glue or by the native fake host
+ *  (ahg_summarize, ahg_count_tokens and ahg_read_memory are too). */
 void ahg_host_log(ahg_level level, ahg_str text);
 uint32_t ahg_host_estimate_tokens(ahg_str text);
 uint32_t ahg_host_estimate_message_tokens(const ahg_message *m);

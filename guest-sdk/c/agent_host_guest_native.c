@@ -116,6 +116,64 @@ uint32_t ahg_host_estimate_message_tokens(const ahg_message *m) {
     return total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 }
 
+/* ---- The services, natively ------------------------------------------------ */
+
+static ahg_test_summaries_fn served_summaries;
+static void *served_summaries_arg;
+
+void ahg_test_serve_summaries(ahg_test_summaries_fn fn, void *arg) {
+    served_summaries = fn;
+    served_summaries_arg = arg;
+}
+
+void ahg_test_stop_serving_summaries(void) { ahg_test_serve_summaries(NULL, NULL); }
+
+int ahg_summarize(ahg_history *h, ahg_str prompt, ahg_str text, ahg_summary_caps caps,
+                  ahg_summary *out, ahg_service_error *err) {
+    (void)caps;
+    err->kind = AHG_SERVICE_OK;
+    err->message = ahg_cstr("");
+    if (!served_summaries) {
+        err->kind = AHG_SERVICE_FAILED;
+        err->message = ahg_cstr("no summaries are served outside WebAssembly unless a test sets "
+                                "them (ahg_test_serve_summaries)");
+        return -1;
+    }
+    ahg_str summary = ahg_cstr("");
+    ahg_service_error refused = {AHG_SERVICE_OK, {"", 0}};
+    if (served_summaries(served_summaries_arg, prompt, text, &summary, &refused) != 0) {
+        err->kind = refused.kind == AHG_SERVICE_OK ? AHG_SERVICE_FAILED : refused.kind;
+        err->message = ahg_strdup(h, refused.message);
+        return -1;
+    }
+    /* The cost the host would report with no provider usage: its estimates. */
+    out->text = ahg_strdup(h, summary);
+    out->input_tokens =
+        (uint64_t)ahg_host_estimate_tokens(prompt) + ahg_host_estimate_tokens(text);
+    out->output_tokens = ahg_host_estimate_tokens(summary);
+    return 0;
+}
+
+int ahg_count_tokens(ahg_history *h, ahg_str text, uint32_t *out, ahg_service_error *err) {
+    (void)h;
+    err->kind = AHG_SERVICE_OK;
+    err->message = ahg_cstr("");
+    *out = ahg_host_estimate_tokens(text);
+    return 0;
+}
+
+int ahg_read_memory(ahg_history *h, ahg_str query, uint32_t limit, ahg_fact **facts,
+                    size_t *len, ahg_service_error *err) {
+    (void)h;
+    (void)query;
+    (void)limit;
+    err->kind = AHG_SERVICE_OK;
+    err->message = ahg_cstr("");
+    *facts = NULL;
+    *len = 0;
+    return 0;
+}
+
 ahg_test_result ahg_test_run(const char *config, const ahg_message *messages, size_t len) {
     ahg_test_result r;
     memset(&r, 0, sizeof r);

@@ -203,7 +203,7 @@ static void message_to_wit(ahg_history *h, const ahg_message *m, wit_message *w)
     w->tokens = m->tokens;
 }
 
-/* ---- The host's services --------------------------------------------------- */
+/* ---- The host's log and estimates ------------------------------------------ */
 
 void ahg_host_log(ahg_level level, ahg_str text) {
     wit_string s = to_wit(text);
@@ -222,6 +222,90 @@ uint32_t ahg_host_estimate_message_tokens(const ahg_message *m) {
     free(w.parts.ptr);
     free(w.tool_calls.ptr);
     return n;
+}
+
+/* ---- The services the user grants ------------------------------------------ */
+
+/* What the host answers lives in memory the canonical ABI allocated with
+ * cabi_realloc, which is never freed (see the top of this file): the SDK's
+ * views point into it. */
+static int service_error(const agent_host_history_services_service_error_t *w,
+                         ahg_service_error *err) {
+    switch (w->tag) {
+    case AGENT_HOST_HISTORY_SERVICES_SERVICE_ERROR_DENIED:
+        err->kind = AHG_SERVICE_DENIED;
+        break;
+    case AGENT_HOST_HISTORY_SERVICES_SERVICE_ERROR_OVER_BUDGET:
+        err->kind = AHG_SERVICE_OVER_BUDGET;
+        break;
+    default:
+        err->kind = AHG_SERVICE_FAILED;
+        break;
+    }
+    /* Every case carries a string, at the same place. */
+    err->message = from_wit(w->val.denied);
+    return -1;
+}
+
+int ahg_summarize(ahg_history *h, ahg_str prompt, ahg_str text, ahg_summary_caps caps,
+                  ahg_summary *out, ahg_service_error *err) {
+    (void)h;
+    wit_string p = to_wit(prompt), t = to_wit(text);
+    agent_host_history_services_summarize_caps_t c = {caps.max_tokens, caps.timeout_ms};
+    agent_host_history_services_summary_t ret;
+    agent_host_history_services_service_error_t e;
+    memset(&ret, 0, sizeof ret);
+    memset(&e, 0, sizeof e);
+    if (!agent_host_history_services_summarize(&p, &t, &c, &ret, &e)) return service_error(&e, err);
+    out->text = from_wit(ret.text);
+    out->input_tokens = ret.input_tokens;
+    out->output_tokens = ret.output_tokens;
+    err->kind = AHG_SERVICE_OK;
+    err->message = ahg_cstr("");
+    return 0;
+}
+
+int ahg_count_tokens(ahg_history *h, ahg_str text, uint32_t *out, ahg_service_error *err) {
+    (void)h;
+    wit_string t = to_wit(text);
+    agent_host_history_services_service_error_t e;
+    memset(&e, 0, sizeof e);
+    if (!agent_host_history_services_count_tokens(&t, out, &e)) return service_error(&e, err);
+    err->kind = AHG_SERVICE_OK;
+    err->message = ahg_cstr("");
+    return 0;
+}
+
+int ahg_read_memory(ahg_history *h, ahg_str query, uint32_t limit, ahg_fact **facts,
+                    size_t *len, ahg_service_error *err) {
+    wit_string q = to_wit(query);
+    agent_host_history_services_list_fact_t list;
+    agent_host_history_services_service_error_t e;
+    memset(&list, 0, sizeof list);
+    memset(&e, 0, sizeof e);
+    *facts = NULL;
+    *len = 0;
+    if (!agent_host_history_services_read_memory(&q, limit, &list, &e)) {
+        return service_error(&e, err);
+    }
+    if (list.len) {
+        ahg_fact *out = ahg_alloc(h, list.len * sizeof *out);
+        for (size_t i = 0; i < list.len; i++) {
+            const agent_host_history_services_fact_t *f = &list.ptr[i];
+            out[i].id = from_wit(f->id);
+            out[i].entity = from_wit(f->entity);
+            out[i].text = from_wit(f->text);
+            out[i].attribute = from_wit_opt(f->attribute);
+            out[i].value = from_wit_opt(f->value);
+            out[i].recorded.seconds = f->recorded.seconds;
+            out[i].recorded.nanoseconds = f->recorded.nanoseconds;
+        }
+        *facts = out;
+        *len = list.len;
+    }
+    err->kind = AHG_SERVICE_OK;
+    err->message = ahg_cstr("");
+    return 0;
 }
 
 /* ---- The exports ----------------------------------------------------------- */

@@ -324,6 +324,71 @@ static void a_processor_keeps_the_last_turns_with_their_exchanges(void) {
     ahg_test_result_free(&r);
 }
 
+/* ---- The host services, natively -------------------------------------------- */
+
+static int canned(void *arg, ahg_str prompt, ahg_str text, ahg_str *summary,
+                  ahg_service_error *err) {
+    (void)prompt;
+    (void)err;
+    (*(int *)arg)++;
+    /* A buffer that is gone after the call: the SDK must have copied it. */
+    static char scratch[32];
+    snprintf(scratch, sizeof scratch, "%zu bytes", text.len);
+    *summary = ahg_cstr(scratch);
+    return 0;
+}
+
+static int refuse(void *arg, ahg_str prompt, ahg_str text, ahg_str *summary,
+                  ahg_service_error *err) {
+    (void)prompt;
+    (void)text;
+    (void)summary;
+    err->kind = *(ahg_service_error_kind *)arg;
+    err->message = ahg_cstr("grant it with --allow-summarize");
+    return -1;
+}
+
+static void services_answer_natively_as_the_rust_sdk_does(void) {
+    ahg_run_context ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ahg_history *h = ahg_history_new(&ctx, NULL, 0);
+    ahg_summary s;
+    ahg_service_error e;
+    /* Nothing served: a failure that says how to serve summaries. */
+    ahg_test_stop_serving_summaries();
+    CHECK(ahg_summarize(h, ahg_cstr("p"), ahg_cstr("t"), (ahg_summary_caps){0}, &s, &e) == -1);
+    CHECK(e.kind == AHG_SERVICE_FAILED);
+    CHECK(strstr(ahg_printf(h, "%.*s", (int)e.message.len, e.message.ptr).ptr,
+                 "ahg_test_serve_summaries") != NULL);
+    /* Served: the text, and the estimates as its cost. */
+    int asked = 0;
+    ahg_test_serve_summaries(canned, &asked);
+    CHECK(ahg_summarize(h, ahg_cstr("Sum up."), ahg_cstr("abcdefgh"), (ahg_summary_caps){10, 0}, &s,
+                        &e) == 0);
+    CHECK(asked == 1 && e.kind == AHG_SERVICE_OK);
+    CHECK(ahg_str_eq_c(s.text, "8 bytes"));
+    CHECK(s.input_tokens == 4 && s.output_tokens == 2);
+    /* Refused: the kind and the reason, kept after the call. */
+    ahg_service_error_kind kinds[] = {AHG_SERVICE_DENIED, AHG_SERVICE_OVER_BUDGET,
+                                      AHG_SERVICE_FAILED};
+    const char *names[] = {"denied", "over budget", "failed"};
+    for (size_t k = 0; k < 3; k++) {
+        ahg_test_serve_summaries(refuse, &kinds[k]);
+        CHECK(ahg_summarize(h, ahg_cstr("p"), ahg_cstr("t"), (ahg_summary_caps){0}, &s, &e) == -1);
+        CHECK(e.kind == kinds[k]);
+        CHECK(strcmp(ahg_service_error_name(e.kind), names[k]) == 0);
+        CHECK(ahg_str_eq_c(e.message, "grant it with --allow-summarize"));
+    }
+    ahg_test_stop_serving_summaries();
+    uint32_t n = 0;
+    CHECK(ahg_count_tokens(h, ahg_cstr("abcde"), &n, &e) == 0 && n == 2);
+    ahg_fact *facts = (ahg_fact *)&n;
+    size_t len = 7;
+    CHECK(ahg_read_memory(h, ahg_cstr(""), 10, &facts, &len, &e) == 0);
+    CHECK(facts == NULL && len == 0);
+    ahg_history_free(h);
+}
+
 int main(void) {
     turn_starts_are_kept_user_messages_said_by_the_user();
     last_turns_keep_system_and_summaries();
@@ -338,6 +403,7 @@ int main(void) {
     interrupted_calls_are_left_alone();
     pairing_is_whole_after_settling_for_every_drop_pattern();
     a_processor_keeps_the_last_turns_with_their_exchanges();
+    services_answer_natively_as_the_rust_sdk_does();
     ahg_test_log_clear();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

@@ -158,11 +158,61 @@ export interface HostImports {
   estimateMessageTokens(message: Message): number;
 }
 
-/** The component's `processor` export for `definition`. */
+/** The `agent-host:history/services@0.2.0` import, as the bindings give it. */
+export interface ServiceImports {
+  summarize(
+    prompt: string,
+    text: string,
+    caps: { maxTokens: number; timeoutMs: number },
+  ): { text: string; inputTokens: bigint | number; outputTokens: bigint | number };
+  countTokens(text: string): number;
+  readMemory(query: string, limit: number): unknown[];
+}
+
+/** The component's `processor` export for `definition`; without
+ *  `services`, every service call throws a `denied` `ServiceError`. */
 export function exportProcessor<C>(
   definition: ProcessorDefinition<C>,
   imports: HostImports,
+  services?: ServiceImports | null,
 ): { describe(): object; process(context: RunContext, history: Message[]): Item[] };
+
+/** Why a host service gave no answer; thrown, never a trap. */
+export class ServiceError extends Error {
+  constructor(kind: "denied" | "over-budget" | "failed", message: string);
+  /** `denied` (not granted), `over-budget` (the run's budget), `failed`. */
+  readonly kind: "denied" | "over-budget" | "failed";
+}
+
+/** What one `summarize` call asks; 0 or absent is the host's cap. */
+export interface SummaryCaps {
+  maxTokens?: number;
+  timeoutMs?: number;
+}
+
+/** A summary the model wrote, and what it cost. */
+export interface Summary {
+  text: string;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** A fact of the session's long-term memory. */
+export interface Fact {
+  id: string;
+  entity: string;
+  text: string;
+  attribute: string | null;
+  value: string | null;
+  recorded: Timestamp;
+}
+
+/** A summary of `text` by the session's model, as `prompt` asks (the `summarize` grant). */
+export function summarize(prompt: string, text: string, caps?: SummaryCaps): Summary;
+/** The tokens `text` takes with the session's tokenizer (the `count-tokens` grant). */
+export function countTokens(text: string): number;
+/** The run's user's facts with the run's agent that best match `query` (the `memory` grant). */
+export function readMemory(query: string, limit: number): Fact[];
 
 /** The session's history for one call, and the edits made to it so far. */
 /** What a structural processor reads of a message: no string (WIT `header`). */
@@ -261,4 +311,8 @@ export const testing: {
     messages: Message[],
     options?: { context?: RunContext },
   ): Message[];
+  /** Has `summarize` answer natively with `summaries(prompt, text)` (or what it throws). */
+  serveSummaries(summaries: (prompt: string, text: string) => string): void;
+  /** Stops what `serveSummaries` set: `summarize` fails again. */
+  stopServingSummaries(): void;
 };

@@ -9,8 +9,10 @@
 // (`node --test`) with a local stand-in for the host (see `testing`).
 //
 // What it deliberately leaves out: the host side, any way to reorder
-// messages, and any WASI: a processor sees its input and the host's three
-// functions (log, estimate-tokens, estimate-message-tokens), nothing else.
+// messages, and any WASI: a processor sees its input, the host's three
+// functions (log, estimate-tokens, estimate-message-tokens) and, when the
+// user grants them, the host's services (summarize, countTokens,
+// readMemory), nothing else.
 //
 // The contract is wit/v0.2.0/history.wit: the host lends the history as a
 // resource, whose headers the SDK reads at once and whose whole messages it
@@ -199,6 +201,170 @@ export function estimateTokens(text) {
  */
 export function estimateMessageTokens(message) {
   return host.estimateMessageTokens(message);
+}
+
+// ---------------------------------------------------------------------------
+// The services the user grants (contract 0.2.0)
+
+/**
+ * Why a host service gave no answer: `kind` is `"denied"` (the user has not
+ * granted it; the message names the grant), `"over-budget"` (the call would
+ * go over the processor's budget for the run) or `"failed"` (the model timed
+ * out, none is configured, ...). Thrown by `summarize`, `countTokens` and
+ * `readMemory`, never a trap: catch it and keep the history.
+ */
+export class ServiceError extends Error {
+  /**
+   * @param {"denied" | "over-budget" | "failed"} kind
+   * @param {string} message the host's reason
+   */
+  constructor(kind, message) {
+    super(message);
+    this.name = "ServiceError";
+    /** @type {"denied" | "over-budget" | "failed"} */
+    this.kind = kind;
+  }
+
+  /** `denied: ...`, `over budget: ...` or `failed: ...`, as the Rust SDK's error shows itself. */
+  toString() {
+    return `${this.kind.replace("-", " ")}: ${this.message}`;
+  }
+}
+
+/** What `summarize` answers natively: `(prompt, text) => text`, or null. */
+let servedSummaries = null;
+
+/** The services outside WebAssembly, as the Rust SDK serves them natively. */
+const nativeServices = {
+  summarize(prompt, text) {
+    if (servedSummaries === null) {
+      throw new ServiceError(
+        "failed",
+        "no summaries are served outside WebAssembly unless a test sets them (testing.serveSummaries)",
+      );
+    }
+    const answer = servedSummaries(prompt, text);
+    return {
+      text: answer,
+      inputTokens: nativeHost.estimateTokens(prompt) + nativeHost.estimateTokens(text),
+      outputTokens: nativeHost.estimateTokens(answer),
+    };
+  },
+  countTokens(text) {
+    return nativeHost.estimateTokens(text);
+  },
+  readMemory() {
+    return [];
+  },
+};
+
+/** The component's services import once `exportProcessor` ran (null when
+ * its entry gave none), else the native stand-in. */
+let services = nativeServices;
+
+/** A component built without the services: every call is denied. */
+const noServices = {
+  refuse() {
+    throw new ServiceError(
+      "denied",
+      "this component was built without the host services: import " +
+        '"agent-host:history/services@0.2.0" in its entry, pass it to exportProcessor, and build ' +
+        "it with --backend spidermonkey (contract 0.2.0)",
+    );
+  },
+  summarize() {
+    return this.refuse();
+  },
+  countTokens() {
+    return this.refuse();
+  },
+  readMemory() {
+    return this.refuse();
+  },
+};
+
+/**
+ * The answer of a call to the component's `services` import: its value, or
+ * the `service-error` it gave as a `ServiceError`. The bindings give an
+ * `err` by throwing a value (or an Error with it as `payload`) of the shape
+ * `{tag: "denied" | "over-budget" | "failed", val: reason}`.
+ */
+function serviceCall(call) {
+  let answer;
+  try {
+    answer = call();
+  } catch (e) {
+    if (e instanceof ServiceError) throw e;
+    const payload = e !== null && typeof e === "object" && "payload" in e ? e.payload : e;
+    if (payload !== null && typeof payload === "object" && typeof payload.tag === "string") {
+      const kind = ["denied", "over-budget", "failed"].includes(payload.tag) ? payload.tag : "failed";
+      throw new ServiceError(kind, String(payload.val ?? ""));
+    }
+    throw e;
+  }
+  return answer;
+}
+
+/**
+ * Has the session's model write `text` up as `prompt` (the instructions)
+ * asks, within `caps` (`maxTokens`, `timeoutMs`; 0 or absent is the host's
+ * cap, which the host lowers to the processor's budget). Blocks while the
+ * model answers; the time is not counted against the processor's deadline.
+ * Needs the `summarize` grant (`--allow-summarize`).
+ *
+ *   try {
+ *     const summary = summarize("Summarize in one line.", text);
+ *     info(summary.text);
+ *   } catch (e) {
+ *     if (!(e instanceof ServiceError)) throw e;
+ *     warn(`no summary (${e}); the history is kept`);
+ *   }
+ *
+ * @param {string} prompt
+ * @param {string} text
+ * @param {{maxTokens?: number, timeoutMs?: number}} [caps]
+ * @returns {{text: string, inputTokens: number, outputTokens: number}}
+ * @throws {ServiceError} when the call is denied, over budget or failed
+ */
+export function summarize(prompt, text, caps = {}) {
+  const wit = { maxTokens: caps.maxTokens ?? 0, timeoutMs: caps.timeoutMs ?? 0 };
+  const s = serviceCall(() => services.summarize(prompt, text, wit));
+  // u64 arrives as a BigInt from the bindings.
+  return { text: s.text, inputTokens: Number(s.inputTokens), outputTokens: Number(s.outputTokens) };
+}
+
+/**
+ * The number of tokens `text` takes with the session's tokenizer. Needs the
+ * `count-tokens` grant (`--allow-count-tokens`); `estimateTokens` needs
+ * none, and is the host's quick estimate.
+ * @param {string} text
+ * @returns {number}
+ * @throws {ServiceError} when the call is denied, over budget or failed
+ */
+export function countTokens(text) {
+  return serviceCall(() => services.countTokens(text));
+}
+
+/**
+ * The facts of the session's long-term memory that best match `query` (the
+ * newest for an empty one), at most `limit` (the host caps it): the run's
+ * user's facts with the run's agent only. Needs the `memory` grant
+ * (`--allow-memory`).
+ * @param {string} query
+ * @param {number} limit
+ * @returns {import("./agent-host-guest.d.ts").Fact[]}
+ * @throws {ServiceError} when the call is denied, over budget or failed
+ */
+export function readMemory(query, limit) {
+  const facts = serviceCall(() => services.readMemory(query, limit));
+  return facts.map((f) => ({
+    id: f.id,
+    entity: f.entity,
+    text: f.text,
+    attribute: f.attribute ?? null,
+    value: f.value ?? null,
+    recorded: { seconds: Number(f.recorded.seconds), nanoseconds: f.recorded.nanoseconds },
+  }));
 }
 
 // ---------------------------------------------------------------------------
@@ -933,9 +1099,20 @@ function processWith(definition, context, input) {
  *   import { exportProcessor } from "agent-host-guest";
  *   import definition from "./processor.js";
  *   export const processor = exportProcessor(definition, host);
+ *
+ * A processor that asks for the host's services (`summarize`,
+ * `countTokens`, `readMemory`) also hands over the `services` import, and is
+ * built with `--backend spidermonkey` (contract 0.2.0; QuickJS builds 0.1.0,
+ * which has none):
+ *
+ *   import * as services from "agent-host:history/services@0.2.0";
+ *   export const processor = exportProcessor(definition, host, services);
+ *
+ * Without it, every service call throws a `ServiceError` of kind `denied`.
  */
-export function exportProcessor(definition, imports) {
+export function exportProcessor(definition, imports, serviceImports = null) {
   host = imports;
+  services = serviceImports ?? noServices;
   return {
     describe: () => describe(definition),
     process: (context, history) => processWith(definition, context, history),
@@ -991,15 +1168,38 @@ export const testing = {
     for (const m of messages) if (!m.tokens) m.tokens = nativeHost.estimateMessageTokens(m);
     const ctx = { ...(context ?? testing.context()), config: configText };
     ctx.totalTokens = messages.reduce((n, m) => n + m.tokens, 0);
-    const previous = host;
+    const previous = [host, services];
     host = nativeHost;
+    services = nativeServices;
     try {
       const settings = parseConfig(ctx.config, definition.config);
       const history = new History(ctx, messages);
       definition.process(history, settings);
       return history.toMessages();
     } finally {
-      host = previous;
+      [host, services] = previous;
     }
+  },
+
+  /**
+   * Has `summarize` answer natively with `summaries(prompt, text)`: the
+   * summary's text, or a `ServiceError` it throws (`new
+   * ServiceError("denied", "...")` stands for a processor the user did not
+   * grant `summarize`). The tokens it reports are the host's default
+   * estimates of the prompt and text (read) and of the answer (written).
+   * `countTokens` answers with the default estimate and `readMemory` with
+   * no facts, as in the Rust SDK.
+   *
+   *   testing.serveSummaries((prompt, text) => `${text.length} characters`);
+   *
+   * @param {(prompt: string, text: string) => string} summaries
+   */
+  serveSummaries(summaries) {
+    servedSummaries = summaries;
+  },
+
+  /** Stops what `serveSummaries` set: `summarize` fails again. */
+  stopServingSummaries() {
+    servedSummaries = null;
   },
 };

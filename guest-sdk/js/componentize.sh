@@ -59,11 +59,21 @@ mkdir -p "$(dirname "$out")"
 
 # One module: the host's interface stays an import, everything else is in.
 # The host interface is the same in 0.1.0 and 0.2.0, so an entry may import
-# either version; the import is renamed to the version built.
+# either version; the import is renamed to the version built. The services
+# interface is 0.2.0's only: an entry that imports it needs SpiderMonkey.
 "$tools/node_modules/.bin/rolldown" "$entry" --format esm --platform neutral \
     --external 'agent-host:history/host@0.1.0' --external 'agent-host:history/host@0.2.0' \
+    --external 'agent-host:history/services@0.2.0' \
     --file "$work/bundle.js" --log-level warn >&2
 sed -i "s#agent-host:history/host@0\\.[12]\\.0#agent-host:history/host@$contract#g" "$work/bundle.js"
+# The host's services (summarize, countTokens, readMemory) are 0.2.0 only.
+# (An import statement, at the start of a line: the SDK's own texts name the
+# interface too.)
+if [ "$contract" != 0.2.0 ] && grep -qE "^import .*[\"']agent-host:history/services@" "$work/bundle.js"; then
+    echo "error: $entry imports agent-host:history/services@0.2.0, which the $backend backend's" >&2
+    echo "       contract ($contract) does not have: build it with --backend spidermonkey (contract 0.2.0)" >&2
+    exit 1
+fi
 
 case "$backend" in
 quickjs)

@@ -389,6 +389,15 @@ fn c_sdk_and_redact_secrets_native_tests_pass() {
         "processors/c/redact-secrets/test.sh",
     );
     assert!(!printed.is_empty(), "the native test says what it ran");
+    let printed = langs::script(
+        "c",
+        Command::new("bash").arg(langs::root().join("processors/c/summarize-history/test.sh")),
+        "processors/c/summarize-history/test.sh",
+    );
+    assert!(
+        printed.contains("summarize-history (C): all checks passed"),
+        "the native test ran: {printed}"
+    );
     // The SDK's own tests: keep_last_turns and settle_tool_exchanges, with
     // the property that no drop pattern leaves a call or a result unpaired.
     let printed = langs::script(

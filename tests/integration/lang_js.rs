@@ -380,30 +380,32 @@ fn js_sdk_and_processor_tests_pass_under_node() {
             .current_dir(langs::root().join("guest-sdk/js")),
         "node --test test/ in guest-sdk/js",
     );
-    // The processor's tests import the SDK by name: run them in a copy with
+    // The processors' tests import the SDK by name: run them in a copy with
     // the SDK linked beside it, so the source tree gets no node_modules.
-    let copy = tempfile::tempdir().unwrap();
-    let processor = langs::root().join("processors/js/redact-secrets");
-    for part in ["package.json", "src", "test"] {
-        let status = Command::new("cp")
-            .arg("-R")
-            .arg(processor.join(part))
-            .arg(copy.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "cannot copy {part}");
+    for name in ["redact-secrets", "summarize-history"] {
+        let copy = tempfile::tempdir().unwrap();
+        let processor = langs::root().join("processors/js").join(name);
+        for part in ["package.json", "src", "test"] {
+            let status = Command::new("cp")
+                .arg("-R")
+                .arg(processor.join(part))
+                .arg(copy.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "cannot copy {name}/{part}");
+        }
+        std::fs::create_dir(copy.path().join("node_modules")).unwrap();
+        std::os::unix::fs::symlink(
+            langs::root().join("guest-sdk/js"),
+            copy.path().join("node_modules/agent-host-guest"),
+        )
+        .unwrap();
+        langs::script(
+            "js",
+            Command::new("node").arg("--test").current_dir(copy.path()),
+            &format!("node --test in processors/js/{name}"),
+        );
     }
-    std::fs::create_dir(copy.path().join("node_modules")).unwrap();
-    std::os::unix::fs::symlink(
-        langs::root().join("guest-sdk/js"),
-        copy.path().join("node_modules/agent-host-guest"),
-    )
-    .unwrap();
-    langs::script(
-        "js",
-        Command::new("node").arg("--test").current_dir(copy.path()),
-        "node --test in processors/js/redact-secrets",
-    );
 }
 
 /// `processor new --lang js` makes a project that passes its own test under

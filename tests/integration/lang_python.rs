@@ -383,7 +383,7 @@ fn python_redact_secrets_is_a_well_behaved_component() {
     );
 }
 
-/// The SDK's and the example's own tests pass natively.
+/// The SDK's and the examples' own tests pass natively.
 #[test]
 fn python_native_tests_pass() {
     if langs::skipped("python", "python_native_tests_pass") {
@@ -395,6 +395,10 @@ fn python_native_tests_pass() {
             &["-m", "unittest", "discover", "-s", "tests"][..],
         ),
         ("processors/python/redact-secrets", &["-m", "unittest"][..]),
+        (
+            "processors/python/summarize-history",
+            &["-m", "unittest"][..],
+        ),
     ] {
         let mut python = Command::new("python3");
         python

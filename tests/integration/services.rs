@@ -10,6 +10,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
+use crate::langs;
 use crate::llm_server::{Answer, LlmServer, Scripted, Wire};
 use crate::util::{agent_host, standard_processor, stderr, stdout};
 
@@ -38,17 +39,22 @@ fn history(dir: &Path) -> PathBuf {
 /// `agent-host run` with summarize-history and `extra` flags after it,
 /// against `server`; its output and report.
 fn run(server: &LlmServer, extra: &[&str]) -> (Output, Value) {
+    run_processor(&standard_processor("summarize-history"), server, extra)
+}
+
+/// [`run`] with `processor` (a port of summarize-history) in its place.
+fn run_processor(processor: &Path, server: &LlmServer, extra: &[&str]) -> (Output, Value) {
     let dir = tempfile::tempdir().unwrap();
-    let (output, report) = run_in(dir.path(), server, extra);
+    let (output, report) = run_in(dir.path(), server, processor, extra);
     let report = std::fs::read_to_string(&report)
         .map(|t| serde_json::from_str(&t).unwrap())
         .unwrap_or(Value::Null);
     (output, report)
 }
 
-/// [`run`] with its history and report in `dir`; its output and the
-/// report's path.
-fn run_in(dir: &Path, server: &LlmServer, extra: &[&str]) -> (Output, PathBuf) {
+/// [`run_processor`] with its history and report in `dir`; its output and
+/// the report's path.
+fn run_in(dir: &Path, server: &LlmServer, processor: &Path, extra: &[&str]) -> (Output, PathBuf) {
     let input = history(dir);
     let report = dir.join("report.json");
     let kind = match server.wire() {
@@ -62,7 +68,7 @@ fn run_in(dir: &Path, server: &LlmServer, extra: &[&str]) -> (Output, PathBuf) {
         .args(["--no-compact", "--to", "jsonl", "--no-cache", "--report"])
         .arg(&report)
         .arg("--processor")
-        .arg(standard_processor("summarize-history"))
+        .arg(processor)
         .args([
             "--processor-config",
             r#"{"keep_turns": 2, "min_messages": 2, "max_tokens": 300}"#,
@@ -356,7 +362,12 @@ fn a_replay_answers_the_services_from_the_record() {
     let server = LlmServer::start(Wire::OpenAi);
     server.push(Answer::text("## Current State\nThree cats were found.").into());
     let dir = tempfile::tempdir().unwrap();
-    let (output, report) = run_in(dir.path(), &server, &["--allow-summarize"]);
+    let (output, report) = run_in(
+        dir.path(),
+        &server,
+        &standard_processor("summarize-history"),
+        &["--allow-summarize"],
+    );
     assert!(output.status.success(), "{}", stderr(&output));
     drop(server);
     let text = std::fs::read_to_string(&report).unwrap();
@@ -384,4 +395,279 @@ fn a_replay_answers_the_services_from_the_record() {
         stdout(&replay),
         stderr(&replay)
     );
+}
+
+/// A turn (`run --session --message`) with `--memory-user`: a processor
+/// granted memory reads the facts `agent-host memory add` wrote for that
+/// user and the turn's agent, none of another user's or agent's. Without a
+/// memory user the call fails and says how to name one.
+///
+/// Regression: `run --message` had no memory flags, and the engine it
+/// builds was given no memory even with `[memory] user` in the
+/// configuration, so every `read-memory` failed with "no long-term memory
+/// is configured".
+#[test]
+fn a_turns_processor_reads_the_memory_that_memory_add_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    for (text, user, agent) in [
+        ("lives in Porto", "alice", "work"),
+        ("lives in Oslo", "bob", "work"),
+        ("told another agent her PIN", "alice", "default"),
+    ] {
+        let output = agent_host()
+            .arg("--store")
+            .arg(&store)
+            .args(["memory", "add", text, "--user", user, "--agent", agent])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let turn = |extra: &[&str]| {
+        let report = dir.path().join("report.json");
+        let output = agent_host()
+            .arg("--store")
+            .arg(&store)
+            .args([
+                "run",
+                "--session",
+                "s1",
+                "--agent",
+                "work",
+                "--message",
+                "where do I live?",
+                "--no-cache",
+                "--quiet",
+                "--report",
+            ])
+            .arg(&report)
+            .arg("--processor")
+            .arg(agent_host_test_artifacts::SERVICES)
+            .args([
+                "--processor-config",
+                r#"{"calls": ["memory"]}"#,
+                "--allow-memory",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        report["processors"][0]["logs"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        turn(&["--memory-user", "alice"]),
+        "memory: ok alice=lives in Porto"
+    );
+    assert_eq!(
+        turn(&["--memory-user", "bob"]),
+        "memory: ok bob=lives in Oslo"
+    );
+    let unnamed = turn(&[]);
+    assert!(
+        unnamed.starts_with("memory: failed: no long-term memory")
+            && unnamed.contains("--memory-user"),
+        "{unnamed}"
+    );
+    // A run without a turn takes the flag too, with the default agent.
+    let report = dir.path().join("input.json");
+    let output = agent_host()
+        .arg("--store")
+        .arg(&store)
+        .args(["run", "--no-compact", "--no-cache", "--quiet", "--input"])
+        .arg(history(dir.path()))
+        .arg("--report")
+        .arg(&report)
+        .arg("--processor")
+        .arg(agent_host_test_artifacts::SERVICES)
+        .args([
+            "--processor-config",
+            r#"{"calls": ["memory"]}"#,
+            "--allow-memory",
+            "--memory-user",
+            "alice",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(
+        report["processors"][0]["logs"][0]["text"],
+        "memory: ok alice=told another agent her PIN"
+    );
+}
+
+/// The port of summarize-history to `lang` (`processors/<lang>/summarize-history`),
+/// built once per test run by its own build script (its toolchain installed
+/// first: for JavaScript, the SpiderMonkey backend, as the services are
+/// contract 0.2.0's).
+fn port(lang: &'static str) -> PathBuf {
+    use std::collections::BTreeMap;
+    use std::process::Command;
+    use std::sync::Mutex;
+
+    static BUILT: Mutex<BTreeMap<&'static str, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .entry(lang)
+        .or_insert_with(|| {
+            if lang == "js" {
+                langs::script(
+                    "js",
+                    Command::new("bash")
+                        .arg(langs::root().join("guest-sdk/js/toolchain.sh"))
+                        .arg("--spidermonkey"),
+                    "guest-sdk/js/toolchain.sh --spidermonkey",
+                );
+            }
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("services-ports/{lang}-summarize-history.wasm"));
+            let build = format!("processors/{lang}/summarize-history/build.sh");
+            let printed = langs::script(
+                lang,
+                Command::new("bash")
+                    .arg(langs::root().join(&build))
+                    .arg("-o")
+                    .arg(&out),
+                &build,
+            );
+            let last = printed.lines().last().unwrap_or_default().trim().to_owned();
+            assert_eq!(
+                Path::new(&last).canonicalize().ok(),
+                out.canonicalize().ok(),
+                "{build} prints the output path last: {printed}"
+            );
+            out
+        })
+        .clone()
+}
+
+/// What a run of a summarize-history shows of itself: its output messages,
+/// what it asked the model (the request's body, when it asked), its service
+/// calls as the report records them (but their times), and its log lines.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    messages: Vec<Value>,
+    asked: Option<Value>,
+    services: Value,
+    logs: Vec<String>,
+}
+
+/// `processor` run through `agent-host run` with `extra` flags, against a
+/// model that answers with a summary (padded with white space the
+/// processor trims).
+fn seen(processor: &Path, extra: &[&str]) -> Seen {
+    let server = LlmServer::start(Wire::OpenAi);
+    server.require_key(KEY);
+    server.push(
+        Answer::text("\n## Current State\nThree cats were found.\n\n")
+            .with_usage(321, 12)
+            .into(),
+    );
+    // Interpreters start in every call: CPython and SpiderMonkey need more
+    // time and memory than the defaults, the Rust processor gets the same.
+    let mut flags = vec!["--deadline-ms", "30000", "--memory-mib", "256"];
+    flags.extend_from_slice(extra);
+    let (output, report) = run_processor(processor, &server, &flags);
+    let p = &report["processors"][0];
+    assert_eq!(p["outcome"], "applied", "{}: {p}", processor.display());
+    Seen {
+        messages: messages(&output),
+        asked: server.requests().first().map(|r| r.body.clone()),
+        // Every field of the calls but how long each took.
+        services: p["services"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|call| {
+                let mut call = call.clone();
+                call.as_object_mut().map(|c| c.remove("time_us"));
+                call
+            })
+            .collect(),
+        logs: p["logs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| format!("{} {}", l["level"], l["text"].as_str().unwrap_or_default()))
+            .collect(),
+    }
+}
+
+/// The port to `lang` answers as the Rust summarize-history through the
+/// real host: granted, the same checkpoint pair (text, flags, metadata with
+/// the model's usage), the same request to the model, the same service call
+/// and log; not granted or over the budget, the same typed refusal, which
+/// the port catches, keeping the history and logging why.
+fn port_answers_as_the_rust_processor(lang: &'static str) {
+    let rust = standard_processor("summarize-history");
+    let port = port(lang);
+    let granted = seen(&port, &["--allow-summarize"]);
+    assert_eq!(
+        contents(&granted.messages)[1..3],
+        [
+            "[The 8 earlier messages of this conversation were summarized.]",
+            "## Current State\nThree cats were found.",
+        ],
+        "{lang}: {granted:#?}"
+    );
+    assert_eq!(granted.messages[2]["type"], "summary", "{lang}");
+    assert!(granted.asked.is_some(), "{lang}: the model was not asked");
+    assert_eq!(
+        granted,
+        seen(&rust, &["--allow-summarize"]),
+        "{lang}, granted"
+    );
+
+    for (extra, kind, says) in [
+        (&[][..], "denied", "no summary (denied: "),
+        (
+            &["--allow-summarize", "--model-tokens", "100"][..],
+            "over_budget",
+            "no summary (over budget: ",
+        ),
+    ] {
+        let refused = seen(&port, extra);
+        assert_eq!(
+            refused.messages.len(),
+            13,
+            "{lang}, {kind}: the history stands"
+        );
+        assert_eq!(refused.asked, None, "{lang}, {kind}: the model was asked");
+        assert_eq!(
+            refused.services[0]["result"]["error"]["error"], kind,
+            "{lang}"
+        );
+        assert!(
+            refused.logs.iter().any(|l| l.contains(says)),
+            "{lang}, {kind}: {:?}",
+            refused.logs
+        );
+        assert_eq!(refused, seen(&rust, extra), "{lang}, {kind}");
+    }
+}
+
+#[test]
+fn python_summarize_history_answers_as_the_rust_one_granted_or_refused() {
+    if !langs::skipped("python", module_path!()) {
+        port_answers_as_the_rust_processor("python");
+    }
+}
+
+#[test]
+fn js_summarize_history_answers_as_the_rust_one_granted_or_refused() {
+    if !langs::skipped("js", module_path!()) {
+        port_answers_as_the_rust_processor("js");
+    }
+}
+
+#[test]
+fn c_summarize_history_answers_as_the_rust_one_granted_or_refused() {
+    if !langs::skipped("c", module_path!()) {
+        port_answers_as_the_rust_processor("c");
+    }
 }

@@ -8,6 +8,11 @@ import { test } from "node:test";
 import {
   History,
   ProcessorError,
+  ServiceError,
+  countTokens,
+  readMemory,
+  summarize,
+  warn,
   config,
   defineProcessor,
   estimateTokens,
@@ -233,4 +238,176 @@ test("log helpers format like the Rust SDK's", () => {
   assert.equal(groupThousands(0), "0");
   assert.equal(groupThousands(999), "999");
   assert.equal(groupThousands(12345678), "12,345,678");
+});
+
+// ---------------------------------------------------------------------------
+// The host services
+
+/** Replaces the history by one summary of it, or keeps it without one. */
+const summarizes = defineProcessor({
+  name: "summarizes",
+  version: "0.1.0",
+  summary: "Replaces the history by a summary.",
+  process(history) {
+    let summary;
+    try {
+      summary = summarize("Sum up.", history.messages.map((m) => m.content).join("\n"));
+    } catch (e) {
+      if (!(e instanceof ServiceError)) throw e;
+      warn(`no summary (${e})`);
+      return;
+    }
+    for (let i = 0; i < history.length; i++) history.drop(i);
+    history.push(message("assistant", summary.text));
+  },
+});
+
+/** What `f` gives inside a native run (as a processor would call it). */
+function natively(f) {
+  let answer;
+  let thrown = null;
+  const probe = defineProcessor({
+    name: "probe",
+    version: "0.1.0",
+    summary: "Calls f.",
+    process() {
+      try {
+        answer = f();
+      } catch (e) {
+        thrown = e;
+      }
+    },
+  });
+  testing.run(probe, "{}", []);
+  if (thrown) throw thrown;
+  return answer;
+}
+
+test("served summaries answer with the estimated cost", (t) => {
+  t.after(() => testing.stopServingSummaries());
+  const asked = [];
+  testing.serveSummaries((prompt, text) => {
+    asked.push([prompt, text]);
+    return `${text.length} characters`;
+  });
+  assert.deepEqual(natively(() => summarize("Sum up.", "abcdefgh", { maxTokens: 10 })), {
+    text: "8 characters",
+    inputTokens: 4,
+    outputTokens: 3,
+  });
+  assert.deepEqual(asked, [["Sum up.", "abcdefgh"]]);
+  const out = testing.run(summarizes, "{}", [user("a"), assistant("bc")]);
+  assert.deepEqual(out.map((m) => m.content), ["4 characters"]);
+});
+
+test("a refusal is a ServiceError the processor catches", (t) => {
+  t.after(() => testing.stopServingSummaries());
+  for (const kind of ["denied", "over-budget", "failed"]) {
+    testing.serveSummaries(() => {
+      throw new ServiceError(kind, "grant it with --allow-summarize");
+    });
+    const out = testing.run(summarizes, "{}", [user("a"), assistant("b")]);
+    assert.deepEqual(out.map((m) => m.id), ["a", "b"]);
+    assert.deepEqual(testing.logs, [
+      { level: "warn", text: `no summary (${kind.replace("-", " ")}: grant it with --allow-summarize)` },
+    ]);
+  }
+});
+
+test("without served summaries summarize fails; counts and memory answer natively", () => {
+  assert.throws(
+    () => natively(() => summarize("p", "t")),
+    (e) => e instanceof ServiceError && e.kind === "failed" && e.message.includes("testing.serveSummaries"),
+  );
+  assert.equal(natively(() => countTokens("abcde")), 2);
+  assert.deepEqual(natively(() => readMemory("", 10)), []);
+});
+
+test("the component's service errors become ServiceErrors, and its BigInts numbers", () => {
+  const refusal = (tag) => {
+    // componentize-js throws an Error carrying the variant as `payload`.
+    const e = new Error("(see error.payload)");
+    e.payload = { tag, val: `${tag} because` };
+    return e;
+  };
+  const component = {
+    summarize(prompt, text, caps) {
+      if (caps.maxTokens === 1) throw refusal("over-budget");
+      if (caps.maxTokens === 2) throw { tag: "denied", val: "no grant" };
+      return { text: `${prompt}|${text}|${caps.timeoutMs}`, inputTokens: 7n, outputTokens: 2n };
+    },
+    countTokens() {
+      throw refusal("failed");
+    },
+    readMemory() {
+      return [
+        {
+          id: "f1",
+          entity: "alice",
+          text: "lives in Porto",
+          attribute: undefined,
+          value: undefined,
+          recorded: { seconds: 1700000000n, nanoseconds: 5 },
+        },
+      ];
+    },
+  };
+  const hostImports = { log() {}, estimateTokens: () => 0, estimateMessageTokens: () => 0 };
+  const seen = [];
+  const probe = defineProcessor({
+    name: "probe",
+    version: "0.1.0",
+    summary: "Calls the services.",
+    process() {
+      seen.push(summarize("p", "t", { timeoutMs: 9 }));
+      for (const maxTokens of [1, 2]) {
+        try {
+          summarize("p", "t", { maxTokens });
+        } catch (e) {
+          seen.push([e instanceof ServiceError, e.kind, e.message]);
+        }
+      }
+      try {
+        countTokens("x");
+      } catch (e) {
+        seen.push([e instanceof ServiceError, e.kind, e.message]);
+      }
+      seen.push(readMemory("", 5));
+    },
+  });
+  exportProcessor(probe, hostImports, component).process(testing.context(), []);
+  assert.deepEqual(seen, [
+    { text: "p|t|9", inputTokens: 7, outputTokens: 2 },
+    [true, "over-budget", "over-budget because"],
+    [true, "denied", "no grant"],
+    [true, "failed", "failed because"],
+    [
+      {
+        id: "f1",
+        entity: "alice",
+        text: "lives in Porto",
+        attribute: null,
+        value: null,
+        recorded: { seconds: 1700000000, nanoseconds: 5 },
+      },
+    ],
+  ]);
+  // An entry that gave no services: every call is denied.
+  const denied = [];
+  const asks = defineProcessor({
+    name: "asks",
+    version: "0.1.0",
+    summary: "Asks for a count.",
+    process() {
+      try {
+        countTokens("x");
+      } catch (e) {
+        denied.push(e);
+      }
+    },
+  });
+  exportProcessor(asks, hostImports).process(testing.context(), []);
+  assert.equal(denied.length, 1);
+  assert.ok(denied[0] instanceof ServiceError && denied[0].kind === "denied");
+  assert.match(denied[0].message, /services@0\.2\.0/);
 });

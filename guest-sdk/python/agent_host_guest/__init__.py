@@ -37,6 +37,13 @@ last `turns` turns without splitting a tool call from its results:
 
 The same code runs natively under `python3 -m unittest`, with
 `agent_host_guest.testing.run(Tidy, '{"turns": 1}', messages)`.
+
+The host's services (contract 0.2.0), each behind a grant the user gives the
+processor: `summarize` (a summary by the session's model), `count_tokens`
+(the session's tokenizer) and `read_memory` (the session's long-term
+memory). A refused or failed call raises a `ServiceError`, which the
+processor catches; natively, `testing.serve_summaries` sets what
+`summarize` answers.
 """
 
 from .config import NoConfig, parse_config
@@ -54,6 +61,18 @@ from .host import (
     warn,
 )
 from .processor import Processor, export
+from .services import (
+    Fact,
+    ServiceDenied,
+    ServiceError,
+    ServiceFailed,
+    ServiceOverBudget,
+    Summary,
+    SummaryCaps,
+    count_tokens,
+    read_memory,
+    summarize,
+)
 from .types import *  # noqa: F401,F403  (the contract's types and message helpers)
 from .types import __all__ as _types_all
 
@@ -61,12 +80,20 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BadConfig",
+    "Fact",
     "Failed",
     "History",
     "Level",
     "NoConfig",
     "Processor",
     "ProcessorError",
+    "ServiceDenied",
+    "ServiceError",
+    "ServiceFailed",
+    "ServiceOverBudget",
+    "Summary",
+    "SummaryCaps",
+    "count_tokens",
     "debug",
     "error",
     "estimate_message_tokens",
@@ -75,6 +102,8 @@ __all__ = [
     "info",
     "log",
     "parse_config",
+    "read_memory",
+    "summarize",
     "trace",
     "warn",
 ] + list(_types_all)

@@ -1,6 +1,7 @@
 """Checks that the native mirror of the contract's types (`_native`) agrees
 with what componentize-py generates from the WIT: same classes, same fields
-in the same order, same enum and flag members. The build runs it, so a
+in the same order, same enum and flag members; and that the host services'
+types (`services`) match the generated `services` interface. The build runs it, so a
 changed contract cannot leave native tests passing over stale shapes.
 
     python3 -m agent_host_guest.selfcheck BINDINGS_DIR
@@ -39,6 +40,24 @@ def differences(generated_module: object, native_module: object, names: List[str
     return problems
 
 
+def service_differences(generated: object) -> List[str]:
+    """What differs between the generated `services` interface and what
+    `agent_host_guest.services` converts it to and from: the summary's and
+    the fact's fields, the caps' fields, the error's cases."""
+    from . import services
+
+    problems = differences(generated, services, ["Summary", "Fact"])
+    caps = getattr(generated, "SummarizeCaps", None)
+    g = [f.name for f in dataclasses.fields(caps)] if dataclasses.is_dataclass(caps) else []
+    n = [f.name for f in dataclasses.fields(services.SummaryCaps)]
+    if g != n:
+        problems.append(f"SummarizeCaps: generated {g}, SummaryCaps {n}")
+    for case in ("Denied", "OverBudget", "Failed"):
+        if getattr(generated, f"ServiceError_{case}", None) is None:
+            problems.append(f"ServiceError_{case}: missing in the bindings")
+    return problems
+
+
 def main(argv: List[str]) -> int:
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -51,6 +70,7 @@ def main(argv: List[str]) -> int:
     host = importlib.import_module("wit_world.imports.host")
     problems = differences(generated, _native, list(CONTRACT_TYPES))
     problems += differences(host, _native, ["Level"])
+    problems += service_differences(importlib.import_module("wit_world.imports.services"))
     for p in problems:
         print(f"agent_host_guest._native is out of date with the WIT: {p}", file=sys.stderr)
     return 1 if problems else 0

@@ -7,13 +7,19 @@
 `run` does what the host does around a call, short of validating the answer:
 parse the configuration (a bad one raises `BadConfig`), call `process`, and
 build the output history from the edits.
+
+`serve_summaries` sets what the host service `summarize` answers natively:
+
+    testing.serve_summaries(lambda prompt, text: f"{len(text)} characters")
+    assert summarize("p", "abc").text == "3 characters"
+    testing.stop_serving_summaries()
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Type
+from typing import Callable, List, Optional, Type
 
-from . import host
+from . import host, services
 from .history import History
 from .processor import Processor
 from .types import Message, RunContext, Timestamp, Usage
@@ -52,3 +58,18 @@ def run(cls: Type[Processor], config: str, messages: List[Message]) -> List[Mess
 def logs(level: Optional[host.Level] = None) -> List[str]:
     """The lines the last `run` logged (at `level` only, when given)."""
     return [text for lvl, text in host.native_log if level is None or lvl == level]
+
+
+def serve_summaries(summaries: Callable[[str, str], str]) -> None:
+    """Has `summarize` answer natively with `summaries(prompt, text)`: the
+    summary's text, or a `ServiceError` it raises (`ServiceDenied("...")`
+    stands for a processor the user did not grant `summarize`). The tokens
+    the summary reports are the host's default estimates of the prompt and
+    text (read) and of the answer (written)."""
+    services.native_summaries = summaries
+
+
+def stop_serving_summaries() -> None:
+    """Stops what `serve_summaries` set: `summarize` raises `ServiceFailed`
+    again."""
+    services.native_summaries = None

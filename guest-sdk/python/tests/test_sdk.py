@@ -12,6 +12,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from agent_host_guest import (  # noqa: E402
     BadConfig,
+    ServiceDenied,
+    ServiceError,
+    ServiceFailed,
+    ServiceOverBudget,
+    SummaryCaps,
+    count_tokens,
+    read_memory,
+    summarize,
+    warn,
     Failed,
     History,
     Item_Insert,
@@ -36,7 +45,7 @@ from agent_host_guest import (  # noqa: E402
     texts,
     tool_result,
 )
-from agent_host_guest import _native, selfcheck  # noqa: E402
+from agent_host_guest import _native, selfcheck, services  # noqa: E402
 
 host.echo = False
 
@@ -217,6 +226,98 @@ class Running(unittest.TestCase):
     def test_describe(self):
         d = Tidy.describe()
         self.assertEqual((d.name, d.version, d.reorders), ("tidy", "0.1.0", False))
+
+
+class Summarizes(Processor):
+    """Replaces the history by one summary of its contents, or keeps it
+    when the host gives none."""
+
+    name = "summarizes"
+
+    def process(self, history, config):
+        try:
+            summary = summarize("Sum up.", "\n".join(m.content for m in history.messages))
+        except ServiceError as e:
+            warn(f"no summary ({e})")
+            return
+        for i in range(len(history)):
+            history.drop(i)
+        history.push(message(Role.ASSISTANT, summary.text))
+
+
+class Services(unittest.TestCase):
+    def tearDown(self):
+        testing.stop_serving_summaries()
+
+    def test_served_summaries_answer_with_the_estimated_cost(self):
+        asked = []
+
+        def serve(prompt, text):
+            asked.append((prompt, text))
+            return f"{len(text)} characters"
+
+        testing.serve_summaries(serve)
+        s = summarize("Sum up.", "abcdefgh", SummaryCaps(max_tokens=10))
+        self.assertEqual((s.text, s.input_tokens, s.output_tokens), ("8 characters", 4, 3))
+        self.assertEqual(asked, [("Sum up.", "abcdefgh")])
+        out = testing.run(Summarizes, "{}", exchange())
+        self.assertEqual([m.content for m in out], ["55 characters"])
+
+    def test_a_refusal_is_an_exception_the_processor_catches(self):
+        for error, said in [
+            (ServiceDenied("grant it with --allow-summarize"), "denied: grant it"),
+            (ServiceOverBudget("model tokens"), "over budget: model tokens"),
+            (ServiceFailed("the model timed out"), "failed: the model timed out"),
+        ]:
+
+            def refuse(prompt, text, error=error):
+                raise error
+
+            testing.serve_summaries(refuse)
+            out = testing.run(Summarizes, "{}", exchange())
+            self.assertEqual(len(out), len(exchange()))
+            self.assertEqual(testing.logs(), [f"no summary ({error})"])
+            self.assertTrue(testing.logs()[0].startswith(f"no summary ({said}"))
+
+    def test_without_served_summaries_summarize_fails(self):
+        with self.assertRaises(ServiceFailed) as e:
+            summarize("p", "t")
+        self.assertIn("testing.serve_summaries", str(e.exception))
+
+    def test_native_counts_and_memory(self):
+        self.assertEqual(count_tokens("abcde"), estimate_tokens("abcde"))
+        self.assertEqual(read_memory("", 10), [])
+
+    def test_the_generated_errors_become_the_sdks(self):
+        cases = {
+            name: dataclasses.make_dataclass(f"ServiceError_{name}", ["value"])
+            for name in ["Denied", "OverBudget", "Failed"]
+        }
+        for name, cls in [
+            ("Denied", ServiceDenied),
+            ("OverBudget", ServiceOverBudget),
+            ("Failed", ServiceFailed),
+        ]:
+            e = services._error(cases[name]("why"))
+            self.assertIs(type(e), cls)
+            self.assertEqual(e.message, "why")
+
+    def test_selfcheck_finds_a_drifted_services_interface(self):
+        def dc(name, fields):
+            return dataclasses.make_dataclass(name, fields)
+
+        generated = types.SimpleNamespace(
+            Summary=dc("Summary", ["text", "input_tokens", "output_tokens"]),
+            Fact=dc("Fact", ["id", "entity", "text", "attribute", "value", "recorded"]),
+            SummarizeCaps=dc("SummarizeCaps", ["max_tokens", "timeout_ms"]),
+            ServiceError_Denied=dc("ServiceError_Denied", ["value"]),
+            ServiceError_OverBudget=dc("ServiceError_OverBudget", ["value"]),
+            ServiceError_Failed=dc("ServiceError_Failed", ["value"]),
+        )
+        self.assertEqual(selfcheck.service_differences(generated), [])
+        generated.SummarizeCaps = dc("SummarizeCaps", ["max_tokens"])
+        del generated.ServiceError_Failed
+        self.assertEqual(len(selfcheck.service_differences(generated)), 2)
 
 
 class SelfCheck(unittest.TestCase):

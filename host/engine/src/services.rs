@@ -154,7 +154,8 @@ impl EngineServices {
     fn read_memory(&self, query: &str, limit: u32) -> Result<ServiceAnswer, ServiceError> {
         let Some((store, filter)) = &self.memory else {
             return Err(ServiceError::Failed(
-                "no long-term memory is configured for this run ([memory] in agent-host.toml)"
+                "no long-term memory is configured for this run (name its user: \
+                 --memory-user USER, or `user` in [memory] of agent-host.toml)"
                     .into(),
             ));
         };

@@ -44,14 +44,16 @@ impl LimitArgs {
     }
 }
 
-/// Long-term memory for the turns of `serve` and `chat`: whose memory, how
-/// its facts are extracted, and whether the model gets the memory tools.
+/// Long-term memory for the turns of `serve`, `chat` and `run --message`:
+/// whose memory, how its facts are extracted, and whether the model gets
+/// the memory tools. Whose memory it is also scopes the `read-memory` host
+/// service of processors granted it (`--allow-memory`), in every `run`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct MemoryArgs {
     /// Whose long-term memory turns recall from and flush into (the store's memory, as
     /// `agent-host memory` and `/v1/memory` serve it): recalled facts go in each view's
-    /// volatile tail, after the newest message. None: turns and views use no memory
-    /// [config: memory.user].
+    /// volatile tail, after the newest message; processors granted --allow-memory read its
+    /// facts. None: turns and views use no memory [config: memory.user].
     #[arg(long, value_name = "USER")]
     pub memory_user: Option<String>,
     /// How facts are extracted: `offline` (explicit facts, at the flush before a summary)
@@ -71,6 +73,19 @@ pub struct MemoryArgs {
 }
 
 impl MemoryArgs {
+    /// Whose memory it is: `--memory-user`, else `user` in the file's
+    /// `[memory]` (`file`); none when neither names one. A bad name given
+    /// as the flag is refused with what a name must be.
+    pub fn user(&self, file: &agent_host_config::MemorySettings) -> anyhow::Result<Option<String>> {
+        match &self.memory_user {
+            Some(user) if !agent_host_config::valid_memory_user(user) => {
+                anyhow::bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}")
+            }
+            Some(user) => Ok(Some(user.clone())),
+            None => Ok(file.user.clone()),
+        }
+    }
+
     /// The memory configuration these flags and the file's `[memory]`
     /// (`file`) ask for, a flag outranking the file, over the memory `open`
     /// gives (called only when a user is named); `has_provider` says whether
@@ -85,12 +100,7 @@ impl MemoryArgs {
     ) -> anyhow::Result<Option<agent_host_engine::MemoryConfig>> {
         use agent_host_config::MemoryExtraction;
         let mut settings = file.clone();
-        if let Some(user) = &self.memory_user {
-            if !agent_host_config::valid_memory_user(user) {
-                anyhow::bail!("--memory-user must name a user in 1 to 256 bytes, not {user:?}");
-            }
-            settings.user = Some(user.clone());
-        }
+        settings.user = self.user(file)?;
         if let Some(extraction) = self.memory_extraction {
             settings.extraction = extraction;
         }

@@ -85,7 +85,8 @@ pub struct RunArgs {
     #[arg(long = "allow-count-tokens", action = ArgAction::Count)]
     allow_count_tokens: u8,
     /// Let the processor before it read the long-term memory of the run's user and agent
-    /// (`read-memory`; the user is `user` in [memory] of agent-host.toml).
+    /// (`read-memory`; the user is --memory-user, or `user` in [memory] of agent-host.toml;
+    /// the agent is --agent with --session, else `default`).
     #[arg(long = "allow-memory", action = ArgAction::Count)]
     allow_memory: u8,
     /// The model tokens (read and written) the host services of the processor before it may
@@ -112,6 +113,11 @@ pub struct RunArgs {
     /// provider, prints the context that would be sent and stores nothing.
     #[arg(long, value_name = "TEXT", requires = "session")]
     message: Option<String>,
+    /// Long-term memory: with --message, the turn recalls from and flushes into it, as in
+    /// `chat`; in every run, it is what processors granted --allow-memory read. Kept beside
+    /// the sessions of --store (what `agent-host memory add --user USER` writes to).
+    #[command(flatten)]
+    memory: crate::commands::MemoryArgs,
     #[command(flatten)]
     overrides: agent_host_config::Overrides,
     /// Only repair the history before the processors: no pruning, summary or truncation.
@@ -647,8 +653,9 @@ fn process(
 /// The host services `processors` may be granted in a run without a turn:
 /// the configured provider (made only when a processor may summarize: a
 /// missing key is then an error, since the user asked for the model), the
-/// default token counter, and the memory of `[memory]`'s user with the
-/// run's agent (opened only when a processor may read it).
+/// default token counter, and the memory of the run's user (`--memory-user`,
+/// else `[memory]`'s) with the run's agent (opened only when a processor may
+/// read it).
 fn host_services(
     args: &RunArgs,
     settings: &Settings,
@@ -673,10 +680,10 @@ fn host_services(
         services = services.with_provider(provider);
     }
     if wants(|g| g.memory)
-        && let Some(user) = &settings.memory.user
+        && let Some(user) = args.memory.user(&settings.memory)?
     {
         let memory = crate::commands::open_memory(&settings.store)?;
-        services = services.with_memory(memory, user.clone(), args.agent.clone());
+        services = services.with_memory(memory, user, args.agent.clone());
     }
     Ok(std::sync::Arc::new(services))
 }
@@ -707,6 +714,12 @@ fn turn(
         .context("--message needs --session")?;
     let mut config = settings.engine_config(Some(processors));
     config.agent = args.agent.clone();
+    // The turn's memory, which also serves the processors' `read-memory`.
+    config.memory = args.memory.config(
+        &settings.memory,
+        || crate::commands::open_memory(&settings.store),
+        config.provider.is_some(),
+    )?;
     config.cache_dir = cache_dir(args.cache_dir.as_deref(), args.no_cache);
     if args.no_compact {
         config.pipeline = PipelineConfig::repair_only(config.pipeline.budget.clone());
