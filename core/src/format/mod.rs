@@ -609,7 +609,7 @@ pub fn parse_detected_value(value: Value) -> Result<(Format, Transcript), Format
 pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError> {
     match format {
         Format::Jsonl => Ok(jsonl::to_string(messages)),
-        Format::OpenAi => Ok(pretty(&Value::Array(openai::to_values(messages)?))),
+        Format::OpenAi => openai::write_document(messages),
         Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
         Format::Responses => Ok(pretty(&Value::Array(responses::to_items(messages)?))),
         Format::PydanticAi => Ok(pretty(&Value::Array(pydantic_ai::to_messages(messages)?))),
@@ -732,7 +732,8 @@ impl Transcript {
     }
 }
 
-fn pretty(value: &Value) -> String {
+/// `value` as [`to_pretty`] writes it, with a final newline.
+fn pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
     let mut text = to_pretty(value).expect("a Value always serializes");
     text.push('\n');
     text
@@ -772,14 +773,29 @@ pub fn to_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<
             Ok(())
         }
     }
-    let compact = serde_json::to_vec(value)?;
+    /// Counts what is written to it, keeping nothing.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // The compact text's length sets the cap; it is measured, not kept, and
+    // written only when the indented text is given up.
+    let mut compact = Count(0);
+    serde_json::to_writer(&mut compact, value)?;
+    let compact = compact.0;
     let mut capped = Capped {
-        out: Vec::with_capacity(compact.len() + compact.len() / 2),
-        cap: compact.len().saturating_mul(4).saturating_add(4096),
+        out: Vec::with_capacity(compact + compact / 2),
+        cap: compact.saturating_mul(4).saturating_add(4096),
     };
     let bytes = match serde_json::to_writer_pretty(&mut capped, value) {
         Ok(()) => capped.out,
-        Err(_) => compact,
+        Err(_) => serde_json::to_vec(value)?,
     };
     Ok(String::from_utf8(bytes).expect("serde_json writes UTF-8"))
 }
