@@ -6,7 +6,10 @@
 //! lets 52 MB of zeros take gigabytes. Every reader therefore counts the JSON
 //! values of each message (a JSONL line, a Claude Code record) or document
 //! *before* it builds anything, with a pass that allocates nothing, and
-//! refuses what is over a limit with an error naming the limit. Real agent
+//! refuses what is over a limit with an error naming the limit. The typed
+//! OpenAI reader counts as it parses instead (no pass of its own): it stops
+//! at the first value over the limit before building it, so it never holds
+//! more values than the limit lets a history have. Real agent
 //! logs hold about one value per 90 bytes; the defaults leave them room
 //! several times over and bound a hostile input to a small multiple of its
 //! byte cap.
@@ -23,6 +26,7 @@ use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 use super::{Format, FormatError};
 
@@ -324,11 +328,7 @@ pub(crate) enum Counted {
 /// boolean and null, at any depth), counting no further than `max`. Nothing
 /// is allocated but the parser's own scratch space.
 pub(crate) fn count_values(text: &str, max: u64) -> Result<u64, Counted> {
-    let tally = Tally {
-        count: Cell::new(0),
-        max,
-        over: Cell::new(false),
-    };
+    let tally = Tally::new(max);
     let mut de = serde_json::Deserializer::from_str(text);
     let counted = (&tally).deserialize(&mut de).and_then(|()| de.end());
     match counted {
@@ -339,14 +339,34 @@ pub(crate) fn count_values(text: &str, max: u64) -> Result<u64, Counted> {
 }
 
 /// Counts values as the parser meets them, and stops the parse at `max`.
-struct Tally {
+///
+/// As a seed it counts a value and builds nothing; a reader that builds what
+/// it reads counts through it as it goes ([`Tally::one`], [`CountedValue`]),
+/// so that counting takes no pass of its own and the parse stops at the
+/// first value over the limit.
+pub(crate) struct Tally {
     count: Cell<u64>,
     max: u64,
     over: Cell<bool>,
 }
 
 impl Tally {
-    fn one<E: de::Error>(&self) -> Result<(), E> {
+    /// A tally that stops the parse past `max` values.
+    pub(crate) fn new(max: u64) -> Self {
+        Tally {
+            count: Cell::new(0),
+            max,
+            over: Cell::new(false),
+        }
+    }
+
+    /// Whether the parse was stopped for going past the maximum.
+    pub(crate) fn is_over(&self) -> bool {
+        self.over.get()
+    }
+
+    /// Counts one value, failing the parse past the maximum.
+    pub(crate) fn one<E: de::Error>(&self) -> Result<(), E> {
         let n = self.count.get() + 1;
         self.count.set(n);
         if n > self.max {
@@ -411,6 +431,92 @@ impl<'de> Visitor<'de> for &Tally {
         Ok(())
     }
 }
+
+/// Deserializes a `serde_json::Value` as `Value`'s own `Deserialize` does,
+/// counting each value into the tally as it is met: the parse stops at the
+/// first value over the limit, before that value is built.
+pub(crate) struct CountedValue<'a>(pub(crate) &'a Tally);
+
+impl<'de> DeserializeSeed<'de> for CountedValue<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CountedValue<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Bool(value))
+    }
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Number(value.into()))
+    }
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Number(value.into()))
+    }
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::String(value.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::String(value))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.0.one()?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(CountedValue(self.0))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.0.one()?;
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            // `Value` reads an object under serde_json's private raw-value
+            // key as raw JSON; such a document is left to `Value` itself.
+            if key == RAW_VALUE_KEY {
+                return Err(de::Error::custom("serde_json's raw-value key"));
+            }
+            // A repeated key keeps its first place and its last value, as
+            // in `Value`.
+            object.insert(key, map.next_value_seed(CountedValue(self.0))?);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// The key under which serde_json's `Value` reads an object as raw JSON (its
+/// `raw_value` feature).
+const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
 
 #[cfg(test)]
 mod tests {

@@ -345,11 +345,10 @@ pub fn parse_within(
         }
         return reader.finish();
     }
-    if format == Format::OpenAi {
-        count(format, text, limits)?;
-        if let Some(messages) = openai::parse_typed(text) {
-            return checked(format, Transcript::from_messages(messages), limits);
-        }
+    if format == Format::OpenAi
+        && let Some(messages) = openai_typed(text, limits)?
+    {
+        return checked(format, Transcript::from_messages(messages), limits);
     }
     let value = document(format, text, limits)?;
     let transcript = from_document(format, value)?;
@@ -389,15 +388,28 @@ pub fn parse_detected_within(
     // OpenAI messages, the commonest document, are read straight from the
     // bytes when they are nothing else: the typed route takes no document
     // that detection would give to another reader.
-    detecting(count(Format::OpenAi, text, limits))?;
-    if let Some(messages) = openai::parse_typed(text) {
+    if let Some(messages) = detecting(openai_typed(text, limits))? {
         let transcript = Transcript::from_messages(messages);
         return Ok((Format::OpenAi, checked(Format::OpenAi, transcript, limits)?));
     }
-    let value = detecting(parse_document(Format::OpenAi, text))?;
+    let value = detecting(document(Format::OpenAi, text, limits))?;
     let format = classify_document(&value)?;
     let transcript = from_document(format, value)?;
     Ok((format, checked(format, transcript, limits)?))
+}
+
+/// OpenAI messages read straight from the bytes (see `openai::parse_typed`)
+/// within `limits`: the document's bytes are counted first, its JSON values
+/// as they are read, and one over `history_values` stops the parse with the
+/// error [`count`] gives. `None` when the typed route does not take the
+/// document: the caller reads it through `serde_json::Value`, counting first.
+fn openai_typed(text: &str, limits: &Limits) -> Result<Option<Vec<Message>>, FormatError> {
+    Meter::new(*limits).bytes(Format::OpenAi, text.len() as u64)?;
+    match openai::parse_typed_within(text, limits.history_values) {
+        openai::Typed::Read(messages) => Ok(Some(messages)),
+        openai::Typed::OverValues => Err(limits.exceeded(Format::OpenAi, Limit::HistoryValues)),
+        openai::Typed::Other => Ok(None),
+    }
 }
 
 /// A document read before its format is known: an error that is no limit's

@@ -32,8 +32,9 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
+use super::limits::{CountedValue, Tally};
 use super::{Format, FormatError, kind_of, parse_document};
-use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_id};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_ids};
 
 /// The metadata key under which fields without a place in [`Message`] are kept.
 pub const EXTRA_KEY: &str = "openai";
@@ -55,10 +56,38 @@ pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
 /// [`from_value`], which gives the same messages for every document this
 /// route takes.
 pub(crate) fn parse_typed(text: &str) -> Option<Vec<Message>> {
+    match parse_typed_within(text, u64::MAX) {
+        Typed::Read(messages) => Some(messages),
+        Typed::OverValues | Typed::Other => None,
+    }
+}
+
+/// What the typed route made of a document.
+pub(crate) enum Typed {
+    /// The messages, read whole.
+    Read(Vec<Message>),
+    /// The document holds more JSON values than allowed: the parse stopped
+    /// at the first value over, before building it.
+    OverValues,
+    /// Not a document this route takes (see [`parse_typed`]).
+    Other,
+}
+
+/// [`parse_typed`], counting every JSON value of the document (as
+/// `limits::count_values` does, keys not counted) as it is read, and
+/// stopping at the first one past `max_values`: the limits' count takes no
+/// pass of its own.
+pub(crate) fn parse_typed_within(text: &str, max_values: u64) -> Typed {
+    let tally = Tally::new(max_values);
     let mut de = serde_json::Deserializer::from_str(text);
-    let Document(messages) = de::Deserialize::deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    finish(messages).ok()
+    let read = DocumentSeed(&tally)
+        .deserialize(&mut de)
+        .and_then(|document| de.end().map(|()| document));
+    match read {
+        Ok(messages) => finish(messages).map_or(Typed::Other, Typed::Read),
+        Err(_) if tally.is_over() => Typed::OverValues,
+        Err(_) => Typed::Other,
+    }
 }
 
 /// Reads messages from a parsed JSON document.
@@ -93,11 +122,13 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
 /// messages paired with their calls, tool names filled from the calls, ids
 /// derived.
 fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
+    // The ids hash the text alone, which nothing below changes.
+    let ids = derived_ids("openai", &messages);
     // Current Chat Completions tool messages carry no `name`: take it from the call.
     let mut names = std::collections::HashMap::new();
     // Calls not answered yet, in order (for legacy `function` messages).
     let mut open: Vec<(String, String)> = Vec::new();
-    for (index, m) in messages.iter_mut().enumerate() {
+    for ((index, m), id) in messages.iter_mut().enumerate().zip(ids) {
         for call in &m.tool_calls {
             names.insert(call.id.clone(), call.name.clone());
             open.push((call.id.clone(), call.name.clone()));
@@ -130,7 +161,7 @@ fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
                     .cloned();
             }
         }
-        m.id = derived_id("openai", index, &m.text());
+        m.id = id;
     }
     Ok(messages)
 }
@@ -269,59 +300,56 @@ fn arguments_text(arguments: Option<&Value>) -> String {
     }
 }
 
-/// A whole document read by the typed route.
-struct Document(Vec<Message>);
+/// A whole document read by the typed route: its messages, every value
+/// counted into the tally.
+struct DocumentSeed<'a>(&'a Tally);
 
-impl<'de> de::Deserialize<'de> for Document {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(DocumentVisitor)
+impl<'de> DeserializeSeed<'de> for DocumentSeed<'_> {
+    type Value = Vec<Message>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
     }
 }
 
-struct DocumentVisitor;
-
-impl<'de> Visitor<'de> for DocumentVisitor {
-    type Value = Document;
+impl<'de> Visitor<'de> for DocumentSeed<'_> {
+    type Value = Vec<Message>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of messages or an object with `messages`")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
-        MessagesVisitor.visit_seq(seq).map(Document)
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Vec<Message>, A::Error> {
+        MessagesSeed(self.0).visit_seq(seq)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Message>, A::Error> {
+        self.0.one()?;
         let mut messages = None;
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
-                "messages" => messages = Some(map.next_value_seed(MessagesSeed)?),
+                "messages" => messages = Some(map.next_value_seed(MessagesSeed(self.0))?),
                 // An Anthropic request: detection's to tell.
                 "system" => return Err(de::Error::custom("a `system` field")),
-                _ => {
-                    map.next_value::<de::IgnoredAny>()?;
-                }
+                _ => map.next_value_seed(self.0)?,
             }
         }
-        messages
-            .map(Document)
-            .ok_or_else(|| de::Error::custom("no `messages`"))
+        messages.ok_or_else(|| de::Error::custom("no `messages`"))
     }
 }
 
-struct MessagesSeed;
+/// The list of messages.
+struct MessagesSeed<'a>(&'a Tally);
 
-impl<'de> DeserializeSeed<'de> for MessagesSeed {
+impl<'de> DeserializeSeed<'de> for MessagesSeed<'_> {
     type Value = Vec<Message>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_seq(MessagesVisitor)
+        deserializer.deserialize_seq(self)
     }
 }
 
-struct MessagesVisitor;
-
-impl<'de> Visitor<'de> for MessagesVisitor {
+impl<'de> Visitor<'de> for MessagesSeed<'_> {
     type Value = Vec<Message>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -329,9 +357,11 @@ impl<'de> Visitor<'de> for MessagesVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Message>, A::Error> {
+        self.0.one()?;
         let mut messages = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         while let Some(m) = seq.next_element_seed(MessageSeed {
             index: messages.len(),
+            tally: self.0,
         })? {
             messages.push(m);
         }
@@ -340,11 +370,12 @@ impl<'de> Visitor<'de> for MessagesVisitor {
 }
 
 /// One message, read by the typed route as [`message_from_value`] reads it.
-struct MessageSeed {
+struct MessageSeed<'a> {
     index: usize,
+    tally: &'a Tally,
 }
 
-impl<'de> DeserializeSeed<'de> for MessageSeed {
+impl<'de> DeserializeSeed<'de> for MessageSeed<'_> {
     type Value = Message;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Message, D::Error> {
@@ -358,7 +389,7 @@ fn fail<E: de::Error>(e: FormatError) -> E {
     E::custom(e.detail)
 }
 
-impl<'de> Visitor<'de> for MessageSeed {
+impl<'de> Visitor<'de> for MessageSeed<'_> {
     type Value = Message;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -366,6 +397,8 @@ impl<'de> Visitor<'de> for MessageSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+        let tally = self.tally;
+        tally.one()?;
         let mut role_name: Option<String> = None;
         let mut content: Option<Value> = None;
         let mut text: Option<String> = None;
@@ -392,17 +425,28 @@ impl<'de> Visitor<'de> for MessageSeed {
                 return Err(de::Error::custom("a repeated field"));
             }
             match key.as_ref() {
-                "role" => role_name = Some(map.next_value()?),
-                "content" => match map.next_value::<Value>()? {
+                "role" => {
+                    role_name = Some(map.next_value()?);
+                    tally.one()?;
+                }
+                "content" => match map.next_value_seed(CountedValue(tally))? {
                     Value::String(s) => text = Some(s),
                     other => content = Some(other),
                 },
-                "tool_calls" => tool_calls = Some(map.next_value()?),
-                "function_call" => function_call = Some(map.next_value()?),
-                "tool_call_id" => tool_call_id = Some(map.next_value()?),
-                "reasoning_content" => reasoning = Some(map.next_value()?),
+                "tool_calls" => tool_calls = Some(map.next_value_seed(CountedValue(tally))?),
+                "function_call" => {
+                    function_call = Some(map.next_value_seed(CountedValue(tally))?);
+                }
+                "tool_call_id" => {
+                    tool_call_id = Some(map.next_value()?);
+                    tally.one()?;
+                }
+                "reasoning_content" => {
+                    reasoning = Some(map.next_value()?);
+                    tally.one()?;
+                }
                 _ => {
-                    let value: Value = map.next_value()?;
+                    let value = map.next_value_seed(CountedValue(tally))?;
                     extra.insert(key.into_owned(), value);
                 }
             }
@@ -1246,6 +1290,36 @@ mod tests {
             let text = serde_json::to_string_pretty(&document).unwrap();
             let typed = parse_typed(&text).unwrap_or_else(|| panic!("typed route refused {text}"));
             assert_eq!(typed, from_value(document).unwrap(), "{text}");
+        }
+    }
+
+    /// The typed route counts the values the limits' count gives (issue 23:
+    /// the count moved into the parse), and refuses one more than allowed.
+    #[test]
+    fn the_typed_route_counts_every_value_as_the_limits_count_does() {
+        let documents = [
+            r#"[{"role": "developer", "x": [1, {"y": null}], "content": "a", "name": "n"}]"#,
+            r#"{"model": "m", "n": {"a": [true, 2.5]}, "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "t"}]}]}"#,
+            r#"[{"role": "assistant", "content": null, "refusal": null,
+                 "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
+                 "reasoning_content": "r"},
+                {"role": "tool", "tool_call_id": "c", "content": "ok"}]"#,
+            r#"[{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
+                {"role": "function", "name": "f", "content": "1"}]"#,
+            r#"[{"role": "user", "content": "hi", "tool_call_id": null, "reasoning_content": null}]"#,
+            "[]",
+        ];
+        for text in documents {
+            let values = crate::format::limits::count_values(text, u64::MAX).unwrap();
+            assert!(
+                matches!(parse_typed_within(text, values), Typed::Read(_)),
+                "{text}"
+            );
+            assert!(
+                matches!(parse_typed_within(text, values - 1), Typed::OverValues),
+                "{text}"
+            );
         }
         for refused in [
             r#"[{"role": "user", "content": "a", "content": "b"}]"#,
