@@ -31,10 +31,12 @@ pub mod jsonl;
 pub mod langchain;
 mod limits;
 pub mod openai;
+mod pretty;
 pub mod pydantic_ai;
 pub mod responses;
 
 pub use limits::{Limit, Limits, Meter};
+pub use pretty::to_pretty;
 
 /// A transcript format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -749,67 +751,6 @@ fn pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
     let mut text = to_pretty(value).expect("a Value always serializes");
     text.push('\n');
     text
-}
-
-/// `value` as indented JSON, or as compact JSON when indenting would make it
-/// more than four times larger (plus 4 KiB).
-///
-/// Indentation grows with depth, so 8 MB of nested arrays (a processor's
-/// metadata, a history's unknown fields) indented one bracket a line came
-/// out as a gigabyte. The indented text is written under that cap and given
-/// up as soon as it passes it, so the large text is never built.
-///
-/// ```
-/// use agent_host_core::format::to_pretty;
-///
-/// let flat = serde_json::json!({"a": [1, 2]});
-/// assert_eq!(to_pretty(&flat).unwrap(), "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
-/// let deep = serde_json::from_str::<serde_json::Value>(&format!("{}{}", "[".repeat(100), "]".repeat(100))).unwrap();
-/// assert_eq!(to_pretty(&deep).unwrap().len(), 200);
-/// ```
-pub fn to_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    /// Keeps what is written to it, failing past `cap` bytes.
-    struct Capped {
-        out: Vec<u8>,
-        cap: usize,
-    }
-    impl std::io::Write for Capped {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            if self.out.len() + bytes.len() > self.cap {
-                return Err(std::io::Error::other("over the cap"));
-            }
-            self.out.extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    /// Counts what is written to it, keeping nothing.
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    // The compact text's length sets the cap; it is measured, not kept, and
-    // written only when the indented text is given up.
-    let mut compact = Count(0);
-    serde_json::to_writer(&mut compact, value)?;
-    let compact = compact.0;
-    let mut capped = Capped {
-        out: Vec::with_capacity(compact + compact / 2),
-        cap: compact.saturating_mul(4).saturating_add(4096),
-    };
-    let bytes = match serde_json::to_writer_pretty(&mut capped, value) {
-        Ok(()) => capped.out,
-        Err(_) => serde_json::to_vec(value)?,
-    };
-    Ok(String::from_utf8(bytes).expect("serde_json writes UTF-8"))
 }
 
 /// Parses a whole JSON document, with the position of a syntax error.
