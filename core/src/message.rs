@@ -495,13 +495,17 @@ fn fnv1a_from(mut hash: u64, bytes: &[u8]) -> u64 {
 
 /// [`fnv1a`] of each of `items`, four at a time: each of four lanes hashes
 /// one item and takes the next when it is done, and the lanes advance
-/// together, so that four independent multiplies are in flight.
+/// together, so that four independent multiplies are in flight. The longest
+/// items go first, so that what is left when the items run out (hashed one
+/// at a time) is short.
 fn fnv1a_each(items: &[&[u8]]) -> Vec<u64> {
     /// The item a lane hashes (`None` when there is none left), what is
     /// left of it, and its hash so far.
     type Lane<'a> = (Option<usize>, &'a [u8], u64);
     let mut out = vec![FNV_OFFSET; items.len()];
-    let mut next = 0;
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_unstable_by_key(|&i| std::cmp::Reverse(items[i].len()));
+    let mut order = order.into_iter();
     let mut lanes: [Lane<'_>; 4] = [(None, &[], FNV_OFFSET); 4];
     loop {
         for lane in &mut lanes {
@@ -509,11 +513,10 @@ fn fnv1a_each(items: &[&[u8]]) -> Vec<u64> {
                 if let Some(done) = lane.0.take() {
                     out[done] = lane.2;
                 }
-                let Some(&item) = items.get(next) else {
+                let Some(next) = order.next() else {
                     break;
                 };
-                *lane = (Some(next), item, FNV_OFFSET);
-                next += 1;
+                *lane = (Some(next), items[next], FNV_OFFSET);
             }
         }
         if lanes.iter().any(|lane| lane.0.is_none()) {
