@@ -257,10 +257,28 @@ impl Meter {
     /// against `message_values` and `history_values`, before anything is
     /// built from it.
     pub fn message(&mut self, format: Format, text: &str) -> Result<(), FormatError> {
+        let max = self.begin_message(format, text)?;
+        self.count_message(format, text, max)
+    }
+
+    /// What [`Meter::message`] checks before it counts: the message's bytes,
+    /// and one more message for the history. Gives the most JSON values the
+    /// message may hold.
+    pub(crate) fn begin_message(&mut self, format: Format, text: &str) -> Result<u64, FormatError> {
         message_bytes(format, text.len() as u64, &self.limits)?;
         self.messages(format, 1)?;
         let room = self.limits.history_values.saturating_sub(self.values);
-        let max = self.limits.message_values.min(room);
+        Ok(self.limits.message_values.min(room))
+    }
+
+    /// Counts a message's JSON values, at most `max` (from
+    /// [`Meter::begin_message`]), with a pass that builds nothing.
+    pub(crate) fn count_message(
+        &mut self,
+        format: Format,
+        text: &str,
+        max: u64,
+    ) -> Result<(), FormatError> {
         match count_values(text, max) {
             Ok(n) => {
                 self.values += n;
@@ -268,10 +286,48 @@ impl Meter {
             }
             // Not JSON: the parser that follows says where and why.
             Err(Counted::Invalid) => Ok(()),
-            Err(Counted::Over) if max == self.limits.message_values => {
-                Err(self.limits.exceeded(format, Limit::MessageValues))
+            Err(Counted::Over) => Err(self.values_over(format, max)),
+        }
+    }
+
+    /// Parses a message that is one JSON value into a `serde_json::Value`,
+    /// counting its values as they are read (at most `max`, from
+    /// [`Meter::begin_message`]): what [`Meter::message`] then
+    /// `serde_json::from_str` do, in one pass. The parse stops at the first
+    /// value over the limit, with the error `Meter::message` gives. `None`
+    /// when the text is not JSON (counted as `Meter::message` counts it; the
+    /// caller's own parse says where and why).
+    pub(crate) fn parse_message(
+        &mut self,
+        format: Format,
+        text: &str,
+        max: u64,
+    ) -> Result<Option<Value>, FormatError> {
+        let tally = Tally::new(max);
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read = CountedValue(&tally)
+            .deserialize(&mut de)
+            .and_then(|value| de.end().map(|()| value));
+        match read {
+            Ok(value) => {
+                self.values += tally.count.get();
+                Ok(Some(value))
             }
-            Err(Counted::Over) => Err(self.limits.exceeded(format, Limit::HistoryValues)),
+            Err(_) if tally.is_over() => Err(self.values_over(format, max)),
+            Err(_) => {
+                self.count_message(format, text, max)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The error for a message over `max` values: over its own limit, or
+    /// over what the history has left.
+    fn values_over(&self, format: Format, max: u64) -> FormatError {
+        if max == self.limits.message_values {
+            self.limits.exceeded(format, Limit::MessageValues)
+        } else {
+            self.limits.exceeded(format, Limit::HistoryValues)
         }
     }
 

@@ -512,7 +512,21 @@ impl LineReader {
         if line.trim().is_empty() {
             return Ok(());
         }
-        self.meter.message(self.format, line).map_err(at)?;
+        let max_values = self.meter.begin_message(self.format, line).map_err(at)?;
+        let record = match self.state {
+            // Read whole as a `Value`: its values are counted as they are
+            // read, in the one parse.
+            LineState::ClaudeCode(_) => self
+                .meter
+                .parse_message(self.format, line, max_values)
+                .map_err(at)?,
+            _ => {
+                self.meter
+                    .count_message(self.format, line, max_values)
+                    .map_err(at)?;
+                None
+            }
+        };
         if self.first_looks_like.is_none() {
             self.first_looks_like = Some(detect_jsonl(line).filter(|&f| f != self.format));
         }
@@ -525,7 +539,10 @@ impl LineReader {
                     }
                 })?)
             }
-            LineState::ClaudeCode(reader) => reader.read_record(line, line_no).map_err(at)?,
+            LineState::ClaudeCode(reader) => match record {
+                Some(record) => reader.read_value(record, line, line_no),
+                None => reader.read_record(line, line_no).map_err(at)?,
+            },
             LineState::Codex(reader) => reader.read_record(line, line_no).map_err(at)?,
         }
         Ok(())
@@ -1132,6 +1149,77 @@ fn unknown_message(index: usize, object: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23 moved the values' count of OpenAI documents and Claude Code
+    /// records into their parse: the limits refuse what they refused, with
+    /// the same errors, at the same places.
+    #[test]
+    fn limits_counted_in_the_parse_refuse_as_the_count_did() {
+        let tight = |history_values, message_values| Limits {
+            history_values,
+            message_values,
+            ..Limits::default()
+        };
+        // [ {role, content} x 2 ]: 1 + 2 * 3 values.
+        let document =
+            r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]"#;
+        assert!(parse_within(Format::OpenAi, document, &tight(7, 7)).is_ok());
+        for e in [
+            parse_within(Format::OpenAi, document, &tight(6, 6)).unwrap_err(),
+            parse_detected_within(document, &tight(6, 6)).unwrap_err(),
+        ] {
+            assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+            assert_eq!(
+                e.to_string(),
+                "openai document: the history holds more than 6 JSON values (the `history_values` limit)"
+            );
+        }
+        // A document the typed reader does not take is counted first, as before.
+        let request = r#"{"system": "s", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let e = parse_detected_within(request, &tight(5, 5)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+
+        // Claude Code: each record's values, then the history's.
+        let record = |uuid: &str, parent: &str, text: &str| {
+            format!(
+                r#"{{"type":"user","uuid":"{uuid}","parentUuid":{parent},"sessionId":"s","message":{{"role":"user","content":"{text}"}}}}"#
+            )
+        };
+        // A record: 1 + 4 + 1 + 2 values.
+        let log = format!(
+            "{}\n{}\n",
+            record("a", "null", "one"),
+            record("b", "\"a\"", "two")
+        );
+        let read = parse_within(Format::ClaudeCode, &log, &tight(16, 8)).unwrap();
+        assert_eq!(read.messages.len(), 2);
+        let e = parse_within(Format::ClaudeCode, &log, &tight(16, 7)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::MessageValues), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "claude-code line 1: the message holds more than 7 JSON values (the `message_values` limit)"
+        );
+        let e = parse_within(Format::ClaudeCode, &log, &tight(15, 8)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+        assert_eq!(e.location.line, Some(2), "{e}");
+        // A bad line is quarantined as before, and counts nothing.
+        let log = format!(
+            "{}\n{{\"type\": \n{}\n",
+            record("a", "null", "one"),
+            record("b", "\"a\"", "two")
+        );
+        let read = parse_within(Format::ClaudeCode, &log, &tight(16, 8)).unwrap();
+        assert_eq!(read.messages.len(), 2);
+        assert_eq!(read.quarantined[0].line, 2);
+        assert!(
+            read.quarantined[0]
+                .error
+                .detail
+                .starts_with("not valid JSON: "),
+            "{:?}",
+            read.quarantined
+        );
+    }
 
     #[test]
     fn detects_each_format() {
