@@ -6,10 +6,11 @@
 //! lets 52 MB of zeros take gigabytes. Every reader therefore counts the JSON
 //! values of each message (a JSONL line, a Claude Code record) or document
 //! *before* it builds anything, with a pass that allocates nothing, and
-//! refuses what is over a limit with an error naming the limit. The typed
-//! OpenAI reader counts as it parses instead (no pass of its own): it stops
-//! at the first value over the limit before building it, so it never holds
-//! more values than the limit lets a history have. Real agent
+//! refuses what is over a limit with an error naming the limit. A value
+//! takes a byte at least, so a text no longer than its values' limit cannot
+//! be over it: an OpenAI document that short is not counted, and a Claude
+//! Code record that short is counted as it is parsed (no pass of its own).
+//! Real agent
 //! logs hold about one value per 90 bytes; the defaults leave them room
 //! several times over and bound a hostile input to a small multiple of its
 //! byte cap.
@@ -291,18 +292,25 @@ impl Meter {
     }
 
     /// Parses a message that is one JSON value into a `serde_json::Value`,
-    /// counting its values as they are read (at most `max`, from
-    /// [`Meter::begin_message`]): what [`Meter::message`] then
-    /// `serde_json::from_str` do, in one pass. The parse stops at the first
-    /// value over the limit, with the error `Meter::message` gives. `None`
-    /// when the text is not JSON (counted as `Meter::message` counts it; the
-    /// caller's own parse says where and why).
+    /// counting its values (at most `max`, from [`Meter::begin_message`]):
+    /// what [`Meter::message`] then `serde_json::from_str` do.
+    ///
+    /// A value takes a byte at least, so a text no longer than `max` cannot
+    /// be over it: its values are counted as it is parsed, in one pass. A
+    /// longer one is counted first, so that a hostile one is refused before
+    /// anything of it is built, and is then left to the caller (`None`), as
+    /// is a text that is not JSON (the caller's own parse says where and
+    /// why).
     pub(crate) fn parse_message(
         &mut self,
         format: Format,
         text: &str,
         max: u64,
     ) -> Result<Option<Value>, FormatError> {
+        if text.len() as u64 > max {
+            self.count_message(format, text, max)?;
+            return Ok(None);
+        }
         let tally = Tally::new(max);
         let mut de = serde_json::Deserializer::from_str(text);
         let read = CountedValue(&tally)
@@ -313,7 +321,6 @@ impl Meter {
                 self.values += tally.count.get();
                 Ok(Some(value))
             }
-            Err(_) if tally.is_over() => Err(self.values_over(format, max)),
             Err(_) => {
                 self.count_message(format, text, max)?;
                 Ok(None)
@@ -397,9 +404,8 @@ pub(crate) fn count_values(text: &str, max: u64) -> Result<u64, Counted> {
 /// Counts values as the parser meets them, and stops the parse at `max`.
 ///
 /// As a seed it counts a value and builds nothing; a reader that builds what
-/// it reads counts through it as it goes ([`Tally::one`], [`CountedValue`]),
-/// so that counting takes no pass of its own and the parse stops at the
-/// first value over the limit.
+/// it reads counts through it as it goes ([`CountedValue`]), so that
+/// counting takes no pass of its own.
 pub(crate) struct Tally {
     count: Cell<u64>,
     max: u64,
@@ -414,11 +420,6 @@ impl Tally {
             max,
             over: Cell::new(false),
         }
-    }
-
-    /// Whether the parse was stopped for going past the maximum.
-    pub(crate) fn is_over(&self) -> bool {
-        self.over.get()
     }
 
     /// Counts one value, failing the parse past the maximum.
@@ -489,8 +490,8 @@ impl<'de> Visitor<'de> for &Tally {
 }
 
 /// Deserializes a `serde_json::Value` as `Value`'s own `Deserialize` does,
-/// counting each value into the tally as it is met: the parse stops at the
-/// first value over the limit, before that value is built.
+/// counting each value into the tally as it is met (past the tally's
+/// maximum, the parse stops before that value is built).
 pub(crate) struct CountedValue<'a>(pub(crate) &'a Tally);
 
 impl<'de> DeserializeSeed<'de> for CountedValue<'_> {

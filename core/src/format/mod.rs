@@ -401,17 +401,22 @@ pub fn parse_detected_within(
 }
 
 /// OpenAI messages read straight from the bytes (see `openai::parse_typed`)
-/// within `limits`: the document's bytes are counted first, its JSON values
-/// as they are read, and one over `history_values` stops the parse with the
-/// error [`count`] gives. `None` when the typed route does not take the
-/// document: the caller reads it through `serde_json::Value`, counting first.
+/// within `limits`, or `None` when the typed route does not take the
+/// document (the caller reads it through `serde_json::Value`, counting
+/// first).
+///
+/// A JSON value takes a byte at least, so a document no longer than
+/// `history_values` cannot be over it and is not counted (nearly every
+/// document: the count was a third of a load). A longer one is counted
+/// before anything of it is built, so that a hostile one is refused without
+/// taking memory.
 fn openai_typed(text: &str, limits: &Limits) -> Result<Option<Vec<Message>>, FormatError> {
-    Meter::new(*limits).bytes(Format::OpenAi, text.len() as u64)?;
-    match openai::parse_typed_within(text, limits.history_values) {
-        openai::Typed::Read(messages) => Ok(Some(messages)),
-        openai::Typed::OverValues => Err(limits.exceeded(Format::OpenAi, Limit::HistoryValues)),
-        openai::Typed::Other => Ok(None),
+    let mut meter = Meter::new(*limits);
+    meter.bytes(Format::OpenAi, text.len() as u64)?;
+    if text.len() as u64 > limits.history_values {
+        meter.document(Format::OpenAi, text)?;
     }
+    Ok(openai::parse_typed(text))
 }
 
 /// A document read before its format is known: an error that is no limit's
@@ -1150,11 +1155,12 @@ fn unknown_message(index: usize, object: &Map<String, Value>) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 23 moved the values' count of OpenAI documents and Claude Code
-    /// records into their parse: the limits refuse what they refused, with
-    /// the same errors, at the same places.
+    /// Issue 23 stopped counting the values of short OpenAI documents (they
+    /// cannot be over) and counts those of Claude Code records as they are
+    /// parsed: the limits refuse what they refused, with the same errors, at
+    /// the same places.
     #[test]
-    fn limits_counted_in_the_parse_refuse_as_the_count_did() {
+    fn limits_refuse_what_the_separate_count_refused() {
         let tight = |history_values, message_values| Limits {
             history_values,
             message_values,
@@ -1179,36 +1185,45 @@ mod tests {
         let e = parse_detected_within(request, &tight(5, 5)).unwrap_err();
         assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
 
-        // Claude Code: each record's values, then the history's.
-        let record = |uuid: &str, parent: &str, text: &str| {
+        // Claude Code: each record's values, then the history's. A record
+        // holds 1 + 4 + 1 + 2 values.
+        let record = |uuid: usize, text: &str| {
+            let parent = match uuid {
+                0 => "null".to_owned(),
+                n => format!(r#""u{}""#, n - 1),
+            };
             format!(
-                r#"{{"type":"user","uuid":"{uuid}","parentUuid":{parent},"sessionId":"s","message":{{"role":"user","content":"{text}"}}}}"#
+                r#"{{"type":"user","uuid":"u{uuid}","parentUuid":{parent},"sessionId":"s","message":{{"role":"user","content":"{text}"}}}}"#
             )
         };
-        // A record: 1 + 4 + 1 + 2 values.
-        let log = format!(
-            "{}\n{}\n",
-            record("a", "null", "one"),
-            record("b", "\"a\"", "two")
-        );
-        let read = parse_within(Format::ClaudeCode, &log, &tight(16, 8)).unwrap();
+        let log =
+            |records: usize| -> String { (0..records).map(|n| record(n, "hi") + "\n").collect() };
+        let read = parse_within(Format::ClaudeCode, &log(2), &tight(16, 8)).unwrap();
         assert_eq!(read.messages.len(), 2);
-        let e = parse_within(Format::ClaudeCode, &log, &tight(16, 7)).unwrap_err();
+        let e = parse_within(Format::ClaudeCode, &log(2), &tight(16, 7)).unwrap_err();
         assert_eq!(e.limit, Some(Limit::MessageValues), "{e}");
         assert_eq!(
             e.to_string(),
             "claude-code line 1: the message holds more than 7 JSON values (the `message_values` limit)"
         );
-        let e = parse_within(Format::ClaudeCode, &log, &tight(15, 8)).unwrap_err();
+        let e = parse_within(Format::ClaudeCode, &log(2), &tight(15, 8)).unwrap_err();
         assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
         assert_eq!(e.location.line, Some(2), "{e}");
+        // Forty records: the first ones, shorter than the room left, are
+        // counted as they are parsed, the last ones first; the history's
+        // limit falls exactly on the last record either way.
+        let read = parse_within(Format::ClaudeCode, &log(40), &tight(320, 1000)).unwrap();
+        assert_eq!(read.messages.len(), 40);
+        let e = parse_within(Format::ClaudeCode, &log(40), &tight(319, 1000)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+        assert_eq!(e.location.line, Some(40), "{e}");
         // A bad line is quarantined as before, and counts nothing.
-        let log = format!(
-            "{}\n{{\"type\": \n{}\n",
-            record("a", "null", "one"),
-            record("b", "\"a\"", "two")
+        let bad = format!(
+            "{}{{\"type\": \n{}\n",
+            record(0, "one") + "\n",
+            record(1, "two")
         );
-        let read = parse_within(Format::ClaudeCode, &log, &tight(16, 8)).unwrap();
+        let read = parse_within(Format::ClaudeCode, &bad, &tight(16, 8)).unwrap();
         assert_eq!(read.messages.len(), 2);
         assert_eq!(read.quarantined[0].line, 2);
         assert!(

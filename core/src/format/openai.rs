@@ -32,7 +32,6 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
-use super::limits::{CountedValue, Tally};
 use super::{Format, FormatError, kind_of, parse_document};
 use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_ids};
 
@@ -56,38 +55,10 @@ pub fn parse(text: &str) -> Result<Vec<Message>, FormatError> {
 /// [`from_value`], which gives the same messages for every document this
 /// route takes.
 pub(crate) fn parse_typed(text: &str) -> Option<Vec<Message>> {
-    match parse_typed_within(text, u64::MAX) {
-        Typed::Read(messages) => Some(messages),
-        Typed::OverValues | Typed::Other => None,
-    }
-}
-
-/// What the typed route made of a document.
-pub(crate) enum Typed {
-    /// The messages, read whole.
-    Read(Vec<Message>),
-    /// The document holds more JSON values than allowed: the parse stopped
-    /// at the first value over, before building it.
-    OverValues,
-    /// Not a document this route takes (see [`parse_typed`]).
-    Other,
-}
-
-/// [`parse_typed`], counting every JSON value of the document (as
-/// `limits::count_values` does, keys not counted) as it is read, and
-/// stopping at the first one past `max_values`: the limits' count takes no
-/// pass of its own.
-pub(crate) fn parse_typed_within(text: &str, max_values: u64) -> Typed {
-    let tally = Tally::new(max_values);
     let mut de = serde_json::Deserializer::from_str(text);
-    let read = DocumentSeed(&tally)
-        .deserialize(&mut de)
-        .and_then(|document| de.end().map(|()| document));
-    match read {
-        Ok(messages) => finish(messages).map_or(Typed::Other, Typed::Read),
-        Err(_) if tally.is_over() => Typed::OverValues,
-        Err(_) => Typed::Other,
-    }
+    let Document(messages) = de::Deserialize::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    finish(messages).ok()
 }
 
 /// Reads messages from a parsed JSON document.
@@ -300,56 +271,59 @@ fn arguments_text(arguments: Option<&Value>) -> String {
     }
 }
 
-/// A whole document read by the typed route: its messages, every value
-/// counted into the tally.
-struct DocumentSeed<'a>(&'a Tally);
+/// A whole document read by the typed route.
+struct Document(Vec<Message>);
 
-impl<'de> DeserializeSeed<'de> for DocumentSeed<'_> {
-    type Value = Vec<Message>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
+impl<'de> de::Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(DocumentVisitor)
     }
 }
 
-impl<'de> Visitor<'de> for DocumentSeed<'_> {
-    type Value = Vec<Message>;
+struct DocumentVisitor;
+
+impl<'de> Visitor<'de> for DocumentVisitor {
+    type Value = Document;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of messages or an object with `messages`")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Vec<Message>, A::Error> {
-        MessagesSeed(self.0).visit_seq(seq)
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
+        MessagesVisitor.visit_seq(seq).map(Document)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Message>, A::Error> {
-        self.0.one()?;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
         let mut messages = None;
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             match key.as_ref() {
-                "messages" => messages = Some(map.next_value_seed(MessagesSeed(self.0))?),
+                "messages" => messages = Some(map.next_value_seed(MessagesSeed)?),
                 // An Anthropic request: detection's to tell.
                 "system" => return Err(de::Error::custom("a `system` field")),
-                _ => map.next_value_seed(self.0)?,
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
             }
         }
-        messages.ok_or_else(|| de::Error::custom("no `messages`"))
+        messages
+            .map(Document)
+            .ok_or_else(|| de::Error::custom("no `messages`"))
     }
 }
 
-/// The list of messages.
-struct MessagesSeed<'a>(&'a Tally);
+struct MessagesSeed;
 
-impl<'de> DeserializeSeed<'de> for MessagesSeed<'_> {
+impl<'de> DeserializeSeed<'de> for MessagesSeed {
     type Value = Vec<Message>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_seq(self)
+        deserializer.deserialize_seq(MessagesVisitor)
     }
 }
 
-impl<'de> Visitor<'de> for MessagesSeed<'_> {
+struct MessagesVisitor;
+
+impl<'de> Visitor<'de> for MessagesVisitor {
     type Value = Vec<Message>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -357,11 +331,9 @@ impl<'de> Visitor<'de> for MessagesSeed<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Message>, A::Error> {
-        self.0.one()?;
         let mut messages = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
         while let Some(m) = seq.next_element_seed(MessageSeed {
             index: messages.len(),
-            tally: self.0,
         })? {
             messages.push(m);
         }
@@ -370,12 +342,11 @@ impl<'de> Visitor<'de> for MessagesSeed<'_> {
 }
 
 /// One message, read by the typed route as [`message_from_value`] reads it.
-struct MessageSeed<'a> {
+struct MessageSeed {
     index: usize,
-    tally: &'a Tally,
 }
 
-impl<'de> DeserializeSeed<'de> for MessageSeed<'_> {
+impl<'de> DeserializeSeed<'de> for MessageSeed {
     type Value = Message;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Message, D::Error> {
@@ -389,7 +360,7 @@ fn fail<E: de::Error>(e: FormatError) -> E {
     E::custom(e.detail)
 }
 
-impl<'de> Visitor<'de> for MessageSeed<'_> {
+impl<'de> Visitor<'de> for MessageSeed {
     type Value = Message;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -397,8 +368,6 @@ impl<'de> Visitor<'de> for MessageSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
-        let tally = self.tally;
-        tally.one()?;
         let mut role_name: Option<String> = None;
         let mut content: Option<Value> = None;
         let mut text: Option<String> = None;
@@ -425,28 +394,17 @@ impl<'de> Visitor<'de> for MessageSeed<'_> {
                 return Err(de::Error::custom("a repeated field"));
             }
             match key.as_ref() {
-                "role" => {
-                    role_name = Some(map.next_value()?);
-                    tally.one()?;
-                }
-                "content" => match map.next_value_seed(CountedValue(tally))? {
+                "role" => role_name = Some(map.next_value()?),
+                "content" => match map.next_value::<Value>()? {
                     Value::String(s) => text = Some(s),
                     other => content = Some(other),
                 },
-                "tool_calls" => tool_calls = Some(map.next_value_seed(CountedValue(tally))?),
-                "function_call" => {
-                    function_call = Some(map.next_value_seed(CountedValue(tally))?);
-                }
-                "tool_call_id" => {
-                    tool_call_id = Some(map.next_value()?);
-                    tally.one()?;
-                }
-                "reasoning_content" => {
-                    reasoning = Some(map.next_value()?);
-                    tally.one()?;
-                }
+                "tool_calls" => tool_calls = Some(map.next_value()?),
+                "function_call" => function_call = Some(map.next_value()?),
+                "tool_call_id" => tool_call_id = Some(map.next_value()?),
+                "reasoning_content" => reasoning = Some(map.next_value()?),
                 _ => {
-                    let value = map.next_value_seed(CountedValue(tally))?;
+                    let value: Value = map.next_value()?;
                     extra.insert(key.into_owned(), value);
                 }
             }
@@ -1290,36 +1248,6 @@ mod tests {
             let text = serde_json::to_string_pretty(&document).unwrap();
             let typed = parse_typed(&text).unwrap_or_else(|| panic!("typed route refused {text}"));
             assert_eq!(typed, from_value(document).unwrap(), "{text}");
-        }
-    }
-
-    /// The typed route counts the values the limits' count gives (issue 23:
-    /// the count moved into the parse), and refuses one more than allowed.
-    #[test]
-    fn the_typed_route_counts_every_value_as_the_limits_count_does() {
-        let documents = [
-            r#"[{"role": "developer", "x": [1, {"y": null}], "content": "a", "name": "n"}]"#,
-            r#"{"model": "m", "n": {"a": [true, 2.5]}, "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "t"}]}]}"#,
-            r#"[{"role": "assistant", "content": null, "refusal": null,
-                 "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
-                 "reasoning_content": "r"},
-                {"role": "tool", "tool_call_id": "c", "content": "ok"}]"#,
-            r#"[{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
-                {"role": "function", "name": "f", "content": "1"}]"#,
-            r#"[{"role": "user", "content": "hi", "tool_call_id": null, "reasoning_content": null}]"#,
-            "[]",
-        ];
-        for text in documents {
-            let values = crate::format::limits::count_values(text, u64::MAX).unwrap();
-            assert!(
-                matches!(parse_typed_within(text, values), Typed::Read(_)),
-                "{text}"
-            );
-            assert!(
-                matches!(parse_typed_within(text, values - 1), Typed::OverValues),
-                "{text}"
-            );
         }
         for refused in [
             r#"[{"role": "user", "content": "a", "content": "b"}]"#,
