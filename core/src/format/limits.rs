@@ -10,10 +10,9 @@
 //! takes a byte at least, so a text no longer than its values' limit cannot
 //! be over it: an OpenAI document that short is not counted, and a Claude
 //! Code record that short is counted as it is parsed (no pass of its own).
-//! Real agent
-//! logs hold about one value per 90 bytes; the defaults leave them room
-//! several times over and bound a hostile input to a small multiple of its
-//! byte cap.
+//! Real agent logs hold about one value per 90 bytes; the defaults leave
+//! them room several times over and bound a hostile input to a small
+//! multiple of its byte cap.
 //!
 //! | limit | default | counts |
 //! |---|---|---|
@@ -591,6 +590,41 @@ mod tests {
         assert_eq!(count_values("[0,0,0]", 3), Err(Counted::Over));
         assert_eq!(count_values("[0,0,", 100), Err(Counted::Invalid));
         assert_eq!(count_values("0 0", 100), Err(Counted::Invalid));
+    }
+
+    /// Claude Code records are parsed through `CountedValue` (issue 23):
+    /// it must build what `serde_json` builds, and count what the count does.
+    #[test]
+    fn counted_values_are_serde_jsons_values_and_counted_as_the_count_does() {
+        for text in [
+            r#"{"b": [0, -1, 2.5, 1e300, 18446744073709551615, true, null], "a": {"x": "\u00e9\n"}}"#,
+            r#"{"k": 1, "j": 2, "k": 3}"#,
+            r#"[[], {}, "", [[[null]]]]"#,
+            "7",
+        ] {
+            let tally = Tally::new(u64::MAX);
+            let mut de = serde_json::Deserializer::from_str(text);
+            let value = CountedValue(&tally).deserialize(&mut de).unwrap();
+            assert_eq!(
+                value,
+                serde_json::from_str::<Value>(text).unwrap(),
+                "{text}"
+            );
+            assert_eq!(
+                value.to_string(),
+                serde_json::from_str::<Value>(text).unwrap().to_string()
+            );
+            assert_eq!(
+                Ok(tally.count.get()),
+                count_values(text, u64::MAX),
+                "{text}"
+            );
+        }
+        // serde_json's raw-value key is left to `Value` itself.
+        let tally = Tally::new(u64::MAX);
+        let raw = r#"{"$serde_json::private::RawValue": "1"}"#;
+        let mut de = serde_json::Deserializer::from_str(raw);
+        assert!(CountedValue(&tally).deserialize(&mut de).is_err());
     }
 
     #[test]
