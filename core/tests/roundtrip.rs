@@ -1,7 +1,7 @@
 //! Property: writing messages in a format and reading them back is the
 //! identity (for the native log), or keeps everything the format can carry.
 
-use agent_host_core::format::{anthropic, jsonl, openai};
+use agent_host_core::format::{self, Format, anthropic, jsonl, openai};
 use agent_host_core::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage};
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
@@ -84,7 +84,53 @@ prop_compose! {
     }
 }
 
+/// Fields an OpenAI reader keeps under `"openai"`: the writer's own fields
+/// among them (which it must skip, but for a `developer` role), others it
+/// writes after its own.
+fn openai_extras() -> impl Strategy<Value = Option<Value>> {
+    let key = prop_oneof![
+        Just("role"),
+        Just("name"),
+        Just("content"),
+        Just("tool_calls"),
+        Just("tool_call_id"),
+        Just("reasoning_content"),
+        Just("refusal"),
+        Just("audio"),
+    ];
+    let value = prop_oneof![
+        Just(Value::String("developer".into())),
+        Just(Value::Null),
+        text().prop_map(Value::String),
+        Just(serde_json::json!({"data": [1, 2.5, {"x": null}], "id": "a"})),
+    ];
+    proptest::option::of(
+        proptest::collection::vec((key, value), 0..4).prop_map(|fields| {
+            Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+        }),
+    )
+}
+
 proptest! {
+    /// The OpenAI writer serializes straight from the messages (issue 23);
+    /// `to_values` builds the same document as `Value`s, the reference.
+    #[test]
+    fn openai_writer_writes_what_to_values_builds(
+        messages in proptest::collection::vec((message(), openai_extras()), 0..8),
+    ) {
+        let messages: Vec<Message> = messages
+            .into_iter()
+            .map(|(mut m, extras)| {
+                if let Some(extras) = extras {
+                    m.metadata.insert(openai::EXTRA_KEY.into(), extras);
+                }
+                m
+            })
+            .collect();
+        let reference = format::to_pretty(&Value::Array(openai::to_values(&messages).unwrap())).unwrap() + "\n";
+        prop_assert_eq!(format::write(Format::OpenAi, &messages).unwrap(), reference);
+    }
+
     #[test]
     fn native_log_round_trip_is_the_identity(messages in proptest::collection::vec(message(), 0..8)) {
         let text = jsonl::to_string(&messages);

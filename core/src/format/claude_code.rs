@@ -191,13 +191,28 @@ impl Reader {
     /// Reads one record; a record that cannot be read is quarantined (the
     /// caller adds the line to errors that stop the read: none here).
     pub(super) fn read_record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
-        if let Err(error) = self.record(line, line_no) {
+        let read = serde_json::from_str(line)
+            .map_err(|e| FormatError::new(FORMAT, format!("not valid JSON: {e}")))
+            .and_then(|record| self.record(record, line, line_no));
+        self.quarantine(read, line_no);
+        Ok(())
+    }
+
+    /// [`Reader::read_record`] of a record already parsed from `line` (its
+    /// values counted as it was: see `LineReader::push`).
+    pub(super) fn read_value(&mut self, record: Value, line: &str, line_no: usize) {
+        let read = self.record(record, line, line_no);
+        self.quarantine(read, line_no);
+    }
+
+    /// Quarantines a record that could not be read.
+    fn quarantine(&mut self, read: Result<(), FormatError>, line_no: usize) {
+        if let Err(error) = read {
             self.transcript.quarantined.push(Quarantined {
                 line: line_no,
                 error: error.at_line(line_no),
             });
         }
-        Ok(())
     }
 
     /// Notes a record's place on the `parentUuid` chains.
@@ -221,9 +236,7 @@ impl Reader {
         }
     }
 
-    fn record(&mut self, line: &str, line_no: usize) -> Result<(), FormatError> {
-        let record: Value = serde_json::from_str(line)
-            .map_err(|e| FormatError::new(FORMAT, format!("not valid JSON: {e}")))?;
+    fn record(&mut self, record: Value, line: &str, line_no: usize) -> Result<(), FormatError> {
         let Value::Object(mut record) = record else {
             return Err(FormatError::new(
                 FORMAT,

@@ -6,10 +6,13 @@
 //! lets 52 MB of zeros take gigabytes. Every reader therefore counts the JSON
 //! values of each message (a JSONL line, a Claude Code record) or document
 //! *before* it builds anything, with a pass that allocates nothing, and
-//! refuses what is over a limit with an error naming the limit. Real agent
-//! logs hold about one value per 90 bytes; the defaults leave them room
-//! several times over and bound a hostile input to a small multiple of its
-//! byte cap.
+//! refuses what is over a limit with an error naming the limit. A value
+//! takes a byte at least, so a text no longer than its values' limit cannot
+//! be over it: an OpenAI document that short is not counted, and a Claude
+//! Code record that short is counted as it is parsed (no pass of its own).
+//! Real agent logs hold about one value per 90 bytes; the defaults leave
+//! them room several times over and bound a hostile input to a small
+//! multiple of its byte cap.
 //!
 //! | limit | default | counts |
 //! |---|---|---|
@@ -23,6 +26,7 @@ use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
 
 use super::{Format, FormatError};
 
@@ -253,10 +257,28 @@ impl Meter {
     /// against `message_values` and `history_values`, before anything is
     /// built from it.
     pub fn message(&mut self, format: Format, text: &str) -> Result<(), FormatError> {
+        let max = self.begin_message(format, text)?;
+        self.count_message(format, text, max)
+    }
+
+    /// What [`Meter::message`] checks before it counts: the message's bytes,
+    /// and one more message for the history. Gives the most JSON values the
+    /// message may hold.
+    pub(crate) fn begin_message(&mut self, format: Format, text: &str) -> Result<u64, FormatError> {
         message_bytes(format, text.len() as u64, &self.limits)?;
         self.messages(format, 1)?;
         let room = self.limits.history_values.saturating_sub(self.values);
-        let max = self.limits.message_values.min(room);
+        Ok(self.limits.message_values.min(room))
+    }
+
+    /// Counts a message's JSON values, at most `max` (from
+    /// [`Meter::begin_message`]), with a pass that builds nothing.
+    pub(crate) fn count_message(
+        &mut self,
+        format: Format,
+        text: &str,
+        max: u64,
+    ) -> Result<(), FormatError> {
         match count_values(text, max) {
             Ok(n) => {
                 self.values += n;
@@ -264,10 +286,54 @@ impl Meter {
             }
             // Not JSON: the parser that follows says where and why.
             Err(Counted::Invalid) => Ok(()),
-            Err(Counted::Over) if max == self.limits.message_values => {
-                Err(self.limits.exceeded(format, Limit::MessageValues))
+            Err(Counted::Over) => Err(self.values_over(format, max)),
+        }
+    }
+
+    /// Parses a message that is one JSON value into a `serde_json::Value`,
+    /// counting its values (at most `max`, from [`Meter::begin_message`]):
+    /// what [`Meter::message`] then `serde_json::from_str` do.
+    ///
+    /// A value takes a byte at least, so a text no longer than `max` cannot
+    /// be over it: its values are counted as it is parsed, in one pass. A
+    /// longer one is counted first, so that a hostile one is refused before
+    /// anything of it is built, and is then left to the caller (`None`), as
+    /// is a text that is not JSON (the caller's own parse says where and
+    /// why).
+    pub(crate) fn parse_message(
+        &mut self,
+        format: Format,
+        text: &str,
+        max: u64,
+    ) -> Result<Option<Value>, FormatError> {
+        if text.len() as u64 > max {
+            self.count_message(format, text, max)?;
+            return Ok(None);
+        }
+        let tally = Tally::new(max);
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read = CountedValue(&tally)
+            .deserialize(&mut de)
+            .and_then(|value| de.end().map(|()| value));
+        match read {
+            Ok(value) => {
+                self.values += tally.count.get();
+                Ok(Some(value))
             }
-            Err(Counted::Over) => Err(self.limits.exceeded(format, Limit::HistoryValues)),
+            Err(_) => {
+                self.count_message(format, text, max)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The error for a message over `max` values: over its own limit, or
+    /// over what the history has left.
+    fn values_over(&self, format: Format, max: u64) -> FormatError {
+        if max == self.limits.message_values {
+            self.limits.exceeded(format, Limit::MessageValues)
+        } else {
+            self.limits.exceeded(format, Limit::HistoryValues)
         }
     }
 
@@ -324,11 +390,7 @@ pub(crate) enum Counted {
 /// boolean and null, at any depth), counting no further than `max`. Nothing
 /// is allocated but the parser's own scratch space.
 pub(crate) fn count_values(text: &str, max: u64) -> Result<u64, Counted> {
-    let tally = Tally {
-        count: Cell::new(0),
-        max,
-        over: Cell::new(false),
-    };
+    let tally = Tally::new(max);
     let mut de = serde_json::Deserializer::from_str(text);
     let counted = (&tally).deserialize(&mut de).and_then(|()| de.end());
     match counted {
@@ -339,14 +401,28 @@ pub(crate) fn count_values(text: &str, max: u64) -> Result<u64, Counted> {
 }
 
 /// Counts values as the parser meets them, and stops the parse at `max`.
-struct Tally {
+///
+/// As a seed it counts a value and builds nothing; a reader that builds what
+/// it reads counts through it as it goes ([`CountedValue`]), so that
+/// counting takes no pass of its own.
+pub(crate) struct Tally {
     count: Cell<u64>,
     max: u64,
     over: Cell<bool>,
 }
 
 impl Tally {
-    fn one<E: de::Error>(&self) -> Result<(), E> {
+    /// A tally that stops the parse past `max` values.
+    pub(crate) fn new(max: u64) -> Self {
+        Tally {
+            count: Cell::new(0),
+            max,
+            over: Cell::new(false),
+        }
+    }
+
+    /// Counts one value, failing the parse past the maximum.
+    pub(crate) fn one<E: de::Error>(&self) -> Result<(), E> {
         let n = self.count.get() + 1;
         self.count.set(n);
         if n > self.max {
@@ -412,6 +488,92 @@ impl<'de> Visitor<'de> for &Tally {
     }
 }
 
+/// Deserializes a `serde_json::Value` as `Value`'s own `Deserialize` does,
+/// counting each value into the tally as it is met (past the tally's
+/// maximum, the parse stops before that value is built).
+pub(crate) struct CountedValue<'a>(pub(crate) &'a Tally);
+
+impl<'de> DeserializeSeed<'de> for CountedValue<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CountedValue<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Bool(value))
+    }
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Number(value.into()))
+    }
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Number(value.into()))
+    }
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Number::from_f64(value).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::String(value.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::String(value))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.0.one()?;
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.0.one()?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(CountedValue(self.0))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.0.one()?;
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            // `Value` reads an object under serde_json's private raw-value
+            // key as raw JSON; such a document is left to `Value` itself.
+            if key == RAW_VALUE_KEY {
+                return Err(de::Error::custom("serde_json's raw-value key"));
+            }
+            // A repeated key keeps its first place and its last value, as
+            // in `Value`.
+            object.insert(key, map.next_value_seed(CountedValue(self.0))?);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// The key under which serde_json's `Value` reads an object as raw JSON (its
+/// `raw_value` feature).
+const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,6 +590,41 @@ mod tests {
         assert_eq!(count_values("[0,0,0]", 3), Err(Counted::Over));
         assert_eq!(count_values("[0,0,", 100), Err(Counted::Invalid));
         assert_eq!(count_values("0 0", 100), Err(Counted::Invalid));
+    }
+
+    /// Claude Code records are parsed through `CountedValue` (issue 23):
+    /// it must build what `serde_json` builds, and count what the count does.
+    #[test]
+    fn counted_values_are_serde_jsons_values_and_counted_as_the_count_does() {
+        for text in [
+            r#"{"b": [0, -1, 2.5, 1e300, 18446744073709551615, true, null], "a": {"x": "\u00e9\n"}}"#,
+            r#"{"k": 1, "j": 2, "k": 3}"#,
+            r#"[[], {}, "", [[[null]]]]"#,
+            "7",
+        ] {
+            let tally = Tally::new(u64::MAX);
+            let mut de = serde_json::Deserializer::from_str(text);
+            let value = CountedValue(&tally).deserialize(&mut de).unwrap();
+            assert_eq!(
+                value,
+                serde_json::from_str::<Value>(text).unwrap(),
+                "{text}"
+            );
+            assert_eq!(
+                value.to_string(),
+                serde_json::from_str::<Value>(text).unwrap().to_string()
+            );
+            assert_eq!(
+                Ok(tally.count.get()),
+                count_values(text, u64::MAX),
+                "{text}"
+            );
+        }
+        // serde_json's raw-value key is left to `Value` itself.
+        let tally = Tally::new(u64::MAX);
+        let raw = r#"{"$serde_json::private::RawValue": "1"}"#;
+        let mut de = serde_json::Deserializer::from_str(raw);
+        assert!(CountedValue(&tally).deserialize(&mut de).is_err());
     }
 
     #[test]

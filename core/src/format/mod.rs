@@ -31,10 +31,12 @@ pub mod jsonl;
 pub mod langchain;
 mod limits;
 pub mod openai;
+mod pretty;
 pub mod pydantic_ai;
 pub mod responses;
 
 pub use limits::{Limit, Limits, Meter};
+pub use pretty::to_pretty;
 
 /// A transcript format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -345,11 +347,10 @@ pub fn parse_within(
         }
         return reader.finish();
     }
-    if format == Format::OpenAi {
-        count(format, text, limits)?;
-        if let Some(messages) = openai::parse_typed(text) {
-            return checked(format, Transcript::from_messages(messages), limits);
-        }
+    if format == Format::OpenAi
+        && let Some(messages) = openai_typed(text, limits)?
+    {
+        return checked(format, Transcript::from_messages(messages), limits);
     }
     let value = document(format, text, limits)?;
     let transcript = from_document(format, value)?;
@@ -389,15 +390,33 @@ pub fn parse_detected_within(
     // OpenAI messages, the commonest document, are read straight from the
     // bytes when they are nothing else: the typed route takes no document
     // that detection would give to another reader.
-    detecting(count(Format::OpenAi, text, limits))?;
-    if let Some(messages) = openai::parse_typed(text) {
+    if let Some(messages) = detecting(openai_typed(text, limits))? {
         let transcript = Transcript::from_messages(messages);
         return Ok((Format::OpenAi, checked(Format::OpenAi, transcript, limits)?));
     }
-    let value = detecting(parse_document(Format::OpenAi, text))?;
+    let value = detecting(document(Format::OpenAi, text, limits))?;
     let format = classify_document(&value)?;
     let transcript = from_document(format, value)?;
     Ok((format, checked(format, transcript, limits)?))
+}
+
+/// OpenAI messages read straight from the bytes (see `openai::parse_typed`)
+/// within `limits`, or `None` when the typed route does not take the
+/// document (the caller reads it through `serde_json::Value`, counting
+/// first).
+///
+/// A JSON value takes a byte at least, so a document no longer than
+/// `history_values` cannot be over it and is not counted (nearly every
+/// document: the count was a third of a load). A longer one is counted
+/// before anything of it is built, so that a hostile one is refused without
+/// taking memory.
+fn openai_typed(text: &str, limits: &Limits) -> Result<Option<Vec<Message>>, FormatError> {
+    let mut meter = Meter::new(*limits);
+    meter.bytes(Format::OpenAi, text.len() as u64)?;
+    if text.len() as u64 > limits.history_values {
+        meter.document(Format::OpenAi, text)?;
+    }
+    Ok(openai::parse_typed(text))
 }
 
 /// A document read before its format is known: an error that is no limit's
@@ -498,7 +517,21 @@ impl LineReader {
         if line.trim().is_empty() {
             return Ok(());
         }
-        self.meter.message(self.format, line).map_err(at)?;
+        let max_values = self.meter.begin_message(self.format, line).map_err(at)?;
+        let record = match self.state {
+            // Read whole as a `Value`: its values are counted as they are
+            // read, in the one parse.
+            LineState::ClaudeCode(_) => self
+                .meter
+                .parse_message(self.format, line, max_values)
+                .map_err(at)?,
+            _ => {
+                self.meter
+                    .count_message(self.format, line, max_values)
+                    .map_err(at)?;
+                None
+            }
+        };
         if self.first_looks_like.is_none() {
             self.first_looks_like = Some(detect_jsonl(line).filter(|&f| f != self.format));
         }
@@ -511,7 +544,10 @@ impl LineReader {
                     }
                 })?)
             }
-            LineState::ClaudeCode(reader) => reader.read_record(line, line_no).map_err(at)?,
+            LineState::ClaudeCode(reader) => match record {
+                Some(record) => reader.read_value(record, line, line_no),
+                None => reader.read_record(line, line_no).map_err(at)?,
+            },
             LineState::Codex(reader) => reader.read_record(line, line_no).map_err(at)?,
         }
         Ok(())
@@ -609,7 +645,7 @@ pub fn parse_detected_value(value: Value) -> Result<(Format, Transcript), Format
 pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError> {
     match format {
         Format::Jsonl => Ok(jsonl::to_string(messages)),
-        Format::OpenAi => Ok(pretty(&Value::Array(openai::to_values(messages)?))),
+        Format::OpenAi => openai::write_document(messages),
         Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
         Format::Responses => Ok(pretty(&Value::Array(responses::to_items(messages)?))),
         Format::PydanticAi => Ok(pretty(&Value::Array(pydantic_ai::to_messages(messages)?))),
@@ -732,56 +768,11 @@ impl Transcript {
     }
 }
 
-fn pretty(value: &Value) -> String {
+/// `value` as [`to_pretty`] writes it, with a final newline.
+fn pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
     let mut text = to_pretty(value).expect("a Value always serializes");
     text.push('\n');
     text
-}
-
-/// `value` as indented JSON, or as compact JSON when indenting would make it
-/// more than four times larger (plus 4 KiB).
-///
-/// Indentation grows with depth, so 8 MB of nested arrays (a processor's
-/// metadata, a history's unknown fields) indented one bracket a line came
-/// out as a gigabyte. The indented text is written under that cap and given
-/// up as soon as it passes it, so the large text is never built.
-///
-/// ```
-/// use agent_host_core::format::to_pretty;
-///
-/// let flat = serde_json::json!({"a": [1, 2]});
-/// assert_eq!(to_pretty(&flat).unwrap(), "{\n  \"a\": [\n    1,\n    2\n  ]\n}");
-/// let deep = serde_json::from_str::<serde_json::Value>(&format!("{}{}", "[".repeat(100), "]".repeat(100))).unwrap();
-/// assert_eq!(to_pretty(&deep).unwrap().len(), 200);
-/// ```
-pub fn to_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    /// Keeps what is written to it, failing past `cap` bytes.
-    struct Capped {
-        out: Vec<u8>,
-        cap: usize,
-    }
-    impl std::io::Write for Capped {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            if self.out.len() + bytes.len() > self.cap {
-                return Err(std::io::Error::other("over the cap"));
-            }
-            self.out.extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let compact = serde_json::to_vec(value)?;
-    let mut capped = Capped {
-        out: Vec::with_capacity(compact.len() + compact.len() / 2),
-        cap: compact.len().saturating_mul(4).saturating_add(4096),
-    };
-    let bytes = match serde_json::to_writer_pretty(&mut capped, value) {
-        Ok(()) => capped.out,
-        Err(_) => compact,
-    };
-    Ok(String::from_utf8(bytes).expect("serde_json writes UTF-8"))
 }
 
 /// Parses a whole JSON document, with the position of a syntax error.
@@ -1163,6 +1154,87 @@ fn unknown_message(index: usize, object: &Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23 stopped counting the values of short OpenAI documents (they
+    /// cannot be over) and counts those of Claude Code records as they are
+    /// parsed: the limits refuse what they refused, with the same errors, at
+    /// the same places.
+    #[test]
+    fn limits_refuse_what_the_separate_count_refused() {
+        let tight = |history_values, message_values| Limits {
+            history_values,
+            message_values,
+            ..Limits::default()
+        };
+        // [ {role, content} x 2 ]: 1 + 2 * 3 values.
+        let document =
+            r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]"#;
+        assert!(parse_within(Format::OpenAi, document, &tight(7, 7)).is_ok());
+        for e in [
+            parse_within(Format::OpenAi, document, &tight(6, 6)).unwrap_err(),
+            parse_detected_within(document, &tight(6, 6)).unwrap_err(),
+        ] {
+            assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+            assert_eq!(
+                e.to_string(),
+                "openai document: the history holds more than 6 JSON values (the `history_values` limit)"
+            );
+        }
+        // A document the typed reader does not take is counted first, as before.
+        let request = r#"{"system": "s", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let e = parse_detected_within(request, &tight(5, 5)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+
+        // Claude Code: each record's values, then the history's. A record
+        // holds 1 + 4 + 1 + 2 values.
+        let record = |uuid: usize, text: &str| {
+            let parent = match uuid {
+                0 => "null".to_owned(),
+                n => format!(r#""u{}""#, n - 1),
+            };
+            format!(
+                r#"{{"type":"user","uuid":"u{uuid}","parentUuid":{parent},"sessionId":"s","message":{{"role":"user","content":"{text}"}}}}"#
+            )
+        };
+        let log =
+            |records: usize| -> String { (0..records).map(|n| record(n, "hi") + "\n").collect() };
+        let read = parse_within(Format::ClaudeCode, &log(2), &tight(16, 8)).unwrap();
+        assert_eq!(read.messages.len(), 2);
+        let e = parse_within(Format::ClaudeCode, &log(2), &tight(16, 7)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::MessageValues), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "claude-code line 1: the message holds more than 7 JSON values (the `message_values` limit)"
+        );
+        let e = parse_within(Format::ClaudeCode, &log(2), &tight(15, 8)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+        assert_eq!(e.location.line, Some(2), "{e}");
+        // Forty records: the first ones, shorter than the room left, are
+        // counted as they are parsed, the last ones first; the history's
+        // limit falls exactly on the last record either way.
+        let read = parse_within(Format::ClaudeCode, &log(40), &tight(320, 1000)).unwrap();
+        assert_eq!(read.messages.len(), 40);
+        let e = parse_within(Format::ClaudeCode, &log(40), &tight(319, 1000)).unwrap_err();
+        assert_eq!(e.limit, Some(Limit::HistoryValues), "{e}");
+        assert_eq!(e.location.line, Some(40), "{e}");
+        // A bad line is quarantined as before, and counts nothing.
+        let bad = format!(
+            "{}{{\"type\": \n{}\n",
+            record(0, "one") + "\n",
+            record(1, "two")
+        );
+        let read = parse_within(Format::ClaudeCode, &bad, &tight(16, 8)).unwrap();
+        assert_eq!(read.messages.len(), 2);
+        assert_eq!(read.quarantined[0].line, 2);
+        assert!(
+            read.quarantined[0]
+                .error
+                .detail
+                .starts_with("not valid JSON: "),
+            "{:?}",
+            read.quarantined
+        );
+    }
 
     #[test]
     fn detects_each_format() {

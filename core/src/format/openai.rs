@@ -27,11 +27,13 @@
 
 use std::fmt;
 
+use serde::Serialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
 use super::{Format, FormatError, kind_of, parse_document};
-use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_id};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_ids};
 
 /// The metadata key under which fields without a place in [`Message`] are kept.
 pub const EXTRA_KEY: &str = "openai";
@@ -91,11 +93,13 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
 /// messages paired with their calls, tool names filled from the calls, ids
 /// derived.
 fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
+    // The ids hash the text alone, which nothing below changes.
+    let ids = derived_ids("openai", &messages);
     // Current Chat Completions tool messages carry no `name`: take it from the call.
     let mut names = std::collections::HashMap::new();
     // Calls not answered yet, in order (for legacy `function` messages).
     let mut open: Vec<(String, String)> = Vec::new();
-    for (index, m) in messages.iter_mut().enumerate() {
+    for ((index, m), id) in messages.iter_mut().enumerate().zip(ids) {
         for call in &m.tool_calls {
             names.insert(call.id.clone(), call.name.clone());
             open.push((call.id.clone(), call.name.clone()));
@@ -128,7 +132,7 @@ fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
                     .cloned();
             }
         }
-        m.id = derived_id("openai", index, &m.text());
+        m.id = id;
     }
     Ok(messages)
 }
@@ -653,6 +657,237 @@ fn message_to_value(m: &Message) -> Result<Value, FormatError> {
     Ok(Value::Object(object))
 }
 
+/// Writes messages as indented Chat Completions JSON (with a final newline),
+/// the text [`super::write`] gives: the same as [`to_values`] indented, but
+/// serialized straight from the messages, with no `serde_json::Value` built
+/// on the way.
+pub(crate) fn write_document(messages: &[Message]) -> Result<String, FormatError> {
+    check_writable(messages)?;
+    Ok(super::pretty(&MessagesOut(messages)))
+}
+
+/// The first error [`to_values`] would give for `messages`: an image held as
+/// a media path, which Chat Completions has no place for.
+fn check_writable(messages: &[Message]) -> Result<(), FormatError> {
+    for (index, m) in messages.iter().enumerate() {
+        for (i, part) in m.parts.iter().enumerate() {
+            if let Part::Image {
+                source: MediaRef::Path(path),
+                ..
+            } = part
+            {
+                return Err(media_path_error(path).at_block(i).at_message(index));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The error for an image held as a media path.
+fn media_path_error(path: &str) -> FormatError {
+    FormatError::new(
+        FORMAT,
+        format!(
+            "the image `{path}` is a media path; load it into a data: URL (or strip media) \
+             before writing OpenAI messages"
+        ),
+    )
+}
+
+/// Messages as a JSON array of Chat Completions messages, as [`to_values`]
+/// lays them out.
+struct MessagesOut<'a>(&'a [Message]);
+
+impl Serialize for MessagesOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for m in self.0 {
+            seq.serialize_element(&MessageOut(m))?;
+        }
+        seq.end()
+    }
+}
+
+/// One message as [`message_to_value`] lays it out: the fields the message
+/// sets, in order, then the kept extras that fill gaps.
+struct MessageOut<'a>(&'a Message);
+
+impl Serialize for MessageOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let extra = match m.metadata.get(EXTRA_KEY) {
+            Some(Value::Object(extra)) => Some(extra),
+            _ => None,
+        };
+        let developer = extra.is_some_and(|extra| {
+            extra
+                .iter()
+                .any(|(key, value)| is_developer_role(key, value, m.role))
+        });
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry(
+            "role",
+            if developer {
+                "developer"
+            } else {
+                m.role.as_str()
+            },
+        )?;
+        if !m.parts.is_empty() {
+            map.serialize_entry("content", &PartsOut(m))?;
+        } else if m.content.is_empty() && m.has_tool_calls() {
+            map.serialize_entry("content", &())?;
+        } else {
+            map.serialize_entry("content", &m.content)?;
+        }
+        if m.has_tool_calls() {
+            map.serialize_entry("tool_calls", &ToolCallsOut(&m.tool_calls))?;
+        }
+        if let Some(id) = &m.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        if m.role == Role::Tool
+            && let Some(name) = &m.tool_name
+        {
+            map.serialize_entry("name", name)?;
+        }
+        if let Some(reasoning) = m.reasoning.as_ref().filter(|r| !r.redacted) {
+            map.serialize_entry("reasoning_content", &reasoning.text)?;
+        }
+        // Every field set above is one `written_by_host` names, so a kept
+        // field that is not such one fills a gap.
+        for (key, value) in extra.into_iter().flatten() {
+            if !written_by_host(key, m.role) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A message's content as a list of parts: its `content` text first, when
+/// it has one.
+struct PartsOut<'a>(&'a Message);
+
+impl Serialize for PartsOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let text = (!m.content.is_empty()).then_some(m.content.as_str());
+        let mut seq =
+            serializer.serialize_seq(Some(m.parts.len() + usize::from(text.is_some())))?;
+        if let Some(text) = text {
+            seq.serialize_element(&TypedOut("text", "text", text))?;
+        }
+        for part in &m.parts {
+            seq.serialize_element(&PartOut(part))?;
+        }
+        seq.end()
+    }
+}
+
+/// One content part as [`part_to_value`] lays it out.
+struct PartOut<'a>(&'a Part);
+
+impl Serialize for PartOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Part::Text { text } => TypedOut("text", "text", text).serialize(serializer),
+            Part::Image {
+                source: MediaRef::Url(url),
+                ..
+            } => TypedOut(
+                "image_url",
+                "image_url",
+                &FieldsOut([("url", url.as_str())]),
+            )
+            .serialize(serializer),
+            // Refused before writing (`check_writable`).
+            Part::Image {
+                source: MediaRef::Path(path),
+                ..
+            } => Err(ser::Error::custom(media_path_error(path).detail)),
+            Part::File { name, path, .. } => {
+                if let Some((format, data)) = audio_data(name, path) {
+                    return TypedOut(
+                        "input_audio",
+                        "input_audio",
+                        &FieldsOut([("data", data), ("format", format)]),
+                    )
+                    .serialize(serializer);
+                }
+                let key = if path.starts_with("data:") {
+                    "file_data"
+                } else {
+                    "file_id"
+                };
+                TypedOut(
+                    "file",
+                    "file",
+                    &FieldsOut([("filename", name.as_str()), (key, path.as_str())]),
+                )
+                .serialize(serializer)
+            }
+        }
+    }
+}
+
+/// `{"type": .0, .1: .2}`: a part of type `.0` whose body is under `.1`.
+struct TypedOut<'a, T: ?Sized>(&'static str, &'static str, &'a T);
+
+impl<T: Serialize + ?Sized> Serialize for TypedOut<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("type", self.0)?;
+        map.serialize_entry(self.1, self.2)?;
+        map.end()
+    }
+}
+
+/// An object of string fields, in order.
+struct FieldsOut<'a, const N: usize>([(&'a str, &'a str); N]);
+
+impl<const N: usize> Serialize for FieldsOut<'_, N> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(N))?;
+        for (key, value) in self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+/// Tool calls as `{id, type: "function", function: {name, arguments}}`.
+struct ToolCallsOut<'a>(&'a [ToolCall]);
+
+impl Serialize for ToolCallsOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for call in self.0 {
+            seq.serialize_element(&ToolCallOut(call))?;
+        }
+        seq.end()
+    }
+}
+
+struct ToolCallOut<'a>(&'a ToolCall);
+
+impl Serialize for ToolCallOut<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let call = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("id", &call.id)?;
+        map.serialize_entry("type", "function")?;
+        map.serialize_entry(
+            "function",
+            &FieldsOut([
+                ("name", call.name.as_str()),
+                ("arguments", call.arguments.as_str()),
+            ]),
+        )?;
+        map.end()
+    }
+}
+
 /// Whether `key` is a field [`to_values`] writes from the message itself
 /// (when the message has it) for a message of `role`: the role, the
 /// content, tool calls and results, the tool's name, the reasoning.
@@ -710,13 +945,7 @@ fn part_to_value(part: &Part) -> Result<Value, FormatError> {
             source: MediaRef::Path(path),
             ..
         } => {
-            return Err(FormatError::new(
-                FORMAT,
-                format!(
-                    "the image `{path}` is a media path; load it into a data: URL (or strip \
-                     media) before writing OpenAI messages"
-                ),
-            ));
+            return Err(media_path_error(path));
         }
         Part::File { name, path, .. } => {
             if let Some((format, data)) = audio_data(name, path) {
@@ -751,6 +980,54 @@ mod tests {
         let messages = from_value(document.clone()).unwrap();
         let back = Value::Array(to_values(&messages).unwrap());
         assert_eq!(back, document);
+    }
+
+    /// The text `format::write` gave before it serialized straight from the
+    /// messages (issue 23): `to_values` indented.
+    fn written_through_values(messages: &[Message]) -> Result<String, FormatError> {
+        let values = Value::Array(to_values(messages)?);
+        Ok(crate::format::to_pretty(&values).unwrap() + "\n")
+    }
+
+    #[test]
+    fn the_writer_writes_what_to_values_builds_for_every_part_and_extra() {
+        let mut messages = parse(
+            r#"[{"role": "developer", "content": "Only JSON.", "x-note": {"a": [1, 2.5, null]}},
+                {"role": "user", "name": "ann", "content": [
+                    {"type": "text", "text": "What is \"this\"?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}},
+                    {"type": "file", "file": {"filename": "a.pdf", "file_id": "file-1"}},
+                    {"type": "file", "file": {"filename": "b.txt", "file_data": "data:text/plain;base64,eA=="}}]},
+                {"role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                {"role": "assistant", "content": "done", "reasoning_content": "easy"}]"#,
+        )
+        .unwrap();
+        // Text beside parts, a redacted reasoning, kept fields that name
+        // the writer's own ones (skipped) on a message that has none.
+        messages[1].content = "first".into();
+        messages[4].reasoning.as_mut().unwrap().redacted = true;
+        messages[3].metadata.insert(
+            EXTRA_KEY.into(),
+            json!({"tool_calls": [], "name": "x", "role": "user", "z": 1}),
+        );
+        messages.push(Message::user(""));
+        assert_eq!(
+            crate::format::write(FORMAT, &messages).unwrap(),
+            written_through_values(&messages).unwrap()
+        );
+        assert_eq!(crate::format::write(FORMAT, &[]).unwrap(), "[]\n");
+        // An image held as a media path is refused with the same error.
+        messages[1].parts.push(Part::Image {
+            source: MediaRef::Path("media/a.png".into()),
+            mime_type: None,
+        });
+        let e = crate::format::write(FORMAT, &messages).unwrap_err();
+        assert_eq!(e, written_through_values(&messages).unwrap_err());
+        assert_eq!(e.location.message, Some(1));
+        assert_eq!(e.location.block, Some(5));
     }
 
     #[test]
