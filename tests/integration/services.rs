@@ -98,6 +98,16 @@ fn contents(messages: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The first log line of the first processor in the report at `path`
+/// (empty when it logged nothing).
+fn first_log_line(path: &Path) -> String {
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    report["processors"][0]["logs"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 /// Everything of the run a processor could have received or passed on:
 /// its answers from the host, its logs, its output.
 fn seen_by_the_guest(output: &Output, report: &Value) -> String {
@@ -341,12 +351,7 @@ fn a_memory_read_sees_only_the_runs_user_and_agent() {
             .output()
             .unwrap();
         assert!(output.status.success(), "{}", stderr(&output));
-        let report: Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-        report["processors"][0]["logs"][0]["text"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        first_log_line(&report)
     };
     assert_eq!(read("alice"), "memory: ok alice=alice likes green tea");
     assert_eq!(read("bob"), "memory: ok bob=bob likes black tea");
@@ -452,12 +457,7 @@ fn a_turns_processor_reads_the_memory_that_memory_add_wrote() {
             .output()
             .unwrap();
         assert!(output.status.success(), "{}", stderr(&output));
-        let report: Value =
-            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-        report["processors"][0]["logs"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        first_log_line(&report)
     };
     assert_eq!(
         turn(&["--memory-user", "alice"]),
@@ -494,9 +494,8 @@ fn a_turns_processor_reads_the_memory_that_memory_add_wrote() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(
-        report["processors"][0]["logs"][0]["text"],
+        first_log_line(&report),
         "memory: ok alice=told another agent her PIN"
     );
 }

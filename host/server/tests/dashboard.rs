@@ -129,12 +129,13 @@ async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
     reply.json().await.unwrap()
 }
 
-/// The element `css` finds, waiting up to 30 s for it to appear (a debug
-/// build on a loaded 2-core machine renders a long session slowly).
+/// The element `css` finds, waiting up to 60 s for it to appear (a debug
+/// build on a loaded 2-core machine renders a long session slowly: 30 s
+/// once ran out on a rename while the workspace's other tests ran).
 async fn wait_for(client: &Client, locator: Locator<'_>) -> Element {
     client
         .wait()
-        .at_most(Duration::from_secs(30))
+        .at_most(Duration::from_secs(60))
         .for_element(locator)
         .await
         .unwrap_or_else(|e| panic!("{locator:?} did not appear: {e}"))

@@ -495,7 +495,6 @@ impl Inner {
             };
             let forward = out.clone();
             let reading = tokio::spawn(async move {
-                let mut behind = false;
                 let mut messages =
                     futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
                 while let Some(message) = messages.try_next().await.transpose() {
@@ -511,15 +510,20 @@ impl Inner {
                     {
                         continue;
                     }
-                    if behind && forward.try_send(Notice::Lost).is_ok() {
-                        behind = false;
-                    }
-                    if !behind
-                        && forward
-                            .try_send(Notice::Message(notice.payload().to_owned()))
-                            .is_err()
-                    {
-                        behind = true;
+                    match forward.try_send(Notice::Message(notice.payload().to_owned())) {
+                        Ok(()) => {}
+                        // The follower is behind: this notice is dropped, and
+                        // it is told so as soon as there is room (whether or
+                        // not another notice ever comes: the last appends'
+                        // notices were once dropped with nothing after them
+                        // to say so). Notices that arrive meanwhile wait in
+                        // the connection; the follower reads everything again.
+                        Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                            if forward.send(Notice::Lost).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => break,
                     }
                 }
             });

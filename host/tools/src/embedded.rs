@@ -140,6 +140,11 @@ const FILES: &[(&str, &str, bool)] = &[
         false,
     ),
     (
+        "guest-sdk/python/agent_host_guest/services.py",
+        include_str!("../../../guest-sdk/python/agent_host_guest/services.py"),
+        false,
+    ),
+    (
         "guest-sdk/python/agent_host_guest/testing.py",
         include_str!("../../../guest-sdk/python/agent_host_guest/testing.py"),
         false,
