@@ -23,16 +23,15 @@
 //!
 //! [`bindings::MessageIn`]: crate::bindings::MessageIn
 
+use std::ops::Range;
+use std::sync::Arc;
+
+use agent_host_core::{Message, TokenCounter};
 use wasmtime::component::__internal::{
     CanonicalAbiInfo, InstanceType, InterfaceType, LowerContext,
 };
 use wasmtime::component::{ComponentType, Linker, Lower, Resource};
 use wasmtime::{StoreContextMut, ValRaw, map_maybe_uninit};
-
-use std::ops::Range;
-use std::sync::Arc;
-
-use agent_host_core::{Message, TokenCounter};
 
 use super::{HistoryData, wit};
 use crate::bindings::{self, MessageIn};
