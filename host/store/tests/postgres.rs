@@ -420,6 +420,57 @@ fn announcements_reach_every_instance_in_order() {
     assert!(err.to_string().contains("at most 7900"), "{err}");
 }
 
+/// A listener whose reader falls behind drops what does not fit and is
+/// told so as soon as there is room, even when nothing is announced after
+/// (it once waited for another notice to say so: the last appends of a
+/// burst were missed for good).
+#[test]
+fn a_reader_that_falls_behind_is_told_lost_without_a_later_notice() {
+    let Some(url) = fresh() else { return };
+    let (a, b) = (
+        PostgresStore::open(&url).unwrap(),
+        PostgresStore::open(&url).unwrap(),
+    );
+    let mut heard = b.notifications().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        a.announce("ready").unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if heard.try_recv().is_ok() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no notice arrived");
+    }
+    while heard.try_recv().is_ok() {}
+    // More than the reader's backlog, unread, then nothing more; the
+    // announcer's own queue is as long, so this goes in a few rounds.
+    let burst = 4096 + 100;
+    let mut sent = 0;
+    while sent < burst {
+        match a.announce(&format!("n{sent}")) {
+            Ok(()) => sent += 1,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut messages = 0;
+    loop {
+        match heard.try_recv() {
+            Ok(agent_host_store::Notice::Lost) => break,
+            Ok(agent_host_store::Notice::Message(_)) => messages += 1,
+            Err(_) => {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "{messages} of {burst} notices read and never told of the rest"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+    assert!(messages < burst, "{messages} of {burst} before Lost");
+}
+
 #[test]
 fn a_turn_lock_excludes_other_instances_until_dropped() {
     let Some(url) = fresh() else { return };
