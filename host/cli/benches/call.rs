@@ -22,7 +22,7 @@ use agent_host_runtime::{ProcessorOptions, RunInfo, Runtime, RuntimeConfig};
 
 mod histories;
 
-use histories::{histories, util};
+use histories::{config, histories, util};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,17 +55,11 @@ fn main() {
     } else {
         util::standard_processor(&name)
     };
-    let config = match name.as_str() {
-        "keep-last-turns" => r#"{"turns": 4}"#,
-        "token-budget" => r#"{"tokens": 32000}"#,
-        "filter" => r#"{"contains": "error", "context": 1}"#,
-        _ => "{}",
-    };
     let p = runtime
         .load_file(
             &path,
             ProcessorOptions {
-                config: Some(config.into()),
+                config: Some(config(&name).into()),
                 ..ProcessorOptions::default()
             },
         )

@@ -22,54 +22,46 @@ use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_ma
 
 mod histories;
 
-use histories::{histories, util};
+use histories::{config, histories, util};
 
-/// A processor, the configuration it is measured with, and its native twin.
+/// A processor and its native twin (measured with [`config`]'s
+/// configuration).
 struct Case {
     name: &'static str,
-    config: &'static str,
     native: fn(&str, Vec<guest::Message>) -> guest::Result<Vec<guest::Message>>,
 }
 
 const CASES: [Case; 8] = [
     Case {
         name: "keep-last-turns",
-        config: r#"{"turns": 4}"#,
         native: guest::testing::run::<keep_last_turns::KeepLastTurns>,
     },
     Case {
         name: "token-budget",
-        config: r#"{"tokens": 32000}"#,
         native: guest::testing::run::<token_budget::TokenBudget>,
     },
     Case {
         name: "filter",
-        config: r#"{"contains": "error", "context": 1}"#,
         native: guest::testing::run::<filter::Filter>,
     },
     Case {
         name: "redact-secrets",
-        config: "{}",
         native: guest::testing::run::<redact_secrets::RedactSecrets>,
     },
     Case {
         name: "truncate-tool-results",
-        config: "{}",
         native: guest::testing::run::<truncate_tool_results::TruncateToolResults>,
     },
     Case {
         name: "strip-media",
-        config: "{}",
         native: guest::testing::run::<strip_media::StripMedia>,
     },
     Case {
         name: "strip-reasoning",
-        config: "{}",
         native: guest::testing::run::<strip_reasoning::StripReasoning>,
     },
     Case {
         name: "dedupe-tool-results",
-        config: "{}",
         native: guest::testing::run::<dedupe_tool_results::DedupeToolResults>,
     },
 ];
@@ -169,7 +161,7 @@ fn bench_standard(c: &mut Criterion) {
         group.bench_function("native_clone", |b| b.iter(|| history.clone()));
         for case in &CASES {
             let mut options = ProcessorOptions {
-                config: Some(case.config.into()),
+                config: Some(config(case.name).into()),
                 ..ProcessorOptions::default()
             };
             // Large histories in a noisy run: room to finish.
@@ -202,7 +194,7 @@ fn bench_standard(c: &mut Criterion) {
                 "{}: 0.2.0 and 0.1.0 agree",
                 case.name
             );
-            let native = (case.native)(case.config, as_guest.clone()).expect("native runs");
+            let native = (case.native)(config(case.name), as_guest.clone()).expect("native runs");
             assert_eq!(
                 wasm.messages.len(),
                 native.len(),
@@ -255,7 +247,7 @@ fn bench_standard(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new("native", case.name), &as_guest, |b, h| {
                 b.iter_batched(
                     || h.clone(),
-                    |h| (case.native)(case.config, h).unwrap(),
+                    |h| (case.native)(config(case.name), h).unwrap(),
                     BatchSize::LargeInput,
                 )
             });

@@ -1,6 +1,6 @@
-//! The histories the sandbox benches run on: whole corpus conversations
-//! repeated and cut at 100, 1,000 and 10,000 messages, shared by
-//! `standard` and `call`.
+//! What the sandbox benches `standard` and `call` share: the histories
+//! they run on (whole corpus conversations repeated and cut at 100, 1,000
+//! and 10,000 messages) and each standard processor's configuration.
 
 use agent_host_core::validate::validate;
 use agent_host_core::{HeuristicCounter, Message};
@@ -8,6 +8,16 @@ use agent_host_core::{HeuristicCounter, Message};
 #[path = "../../../../tests/integration/util.rs"]
 #[allow(dead_code)]
 pub mod util;
+
+/// The configuration standard processor `name` is measured with.
+pub fn config(name: &str) -> &'static str {
+    match name {
+        "keep-last-turns" => r#"{"turns": 4}"#,
+        "token-budget" => r#"{"tokens": 32000}"#,
+        "filter" => r#"{"contains": "error", "context": 1}"#,
+        _ => "{}",
+    }
+}
 
 /// The histories: 100, 1,000 and 10,000 messages of whole corpus
 /// conversations (each cut at a turn start), with a fake API key in every

@@ -15,8 +15,8 @@
 //! most of the host's share of a structural processor's call (a profile of
 //! `cargo bench -p agent-host --bench call`: 15 µs of about 48). A header
 //! holds no string, so the whole list is one block of fixed-size records:
-//! here it is laid out in a host buffer as the canonical ABI lays it out and
-//! copied into the guest's allocation at once. The host function is
+//! here it is written straight into the guest's allocation as the canonical
+//! ABI lays it out, with one look-up of the guest's memory. The host function is
 //! registered over the generated one ([`shadow`]); the layout is tested
 //! against the generated `Header` type's own, and `tests/reads.rs` checks
 //! every field a guest reads through each method.
@@ -129,23 +129,24 @@ unsafe impl Lower for HeaderList {
 }
 
 impl HeaderList {
-    /// Allocates the list in the guest and writes every record; gives its
-    /// pointer and length.
+    /// Allocates the list in the guest and writes every record into it;
+    /// gives its pointer and length.
     fn store<T>(&self, cx: &mut LowerContext<'_, T>) -> wasmtime::Result<(usize, usize)> {
         let size = self
             .0
             .len()
             .checked_mul(at::SIZE)
             .ok_or_else(|| wasmtime::format_err!("size overflow copying the headers"))?;
-        let mut block = vec![0u8; size];
+        let ptr = cx.realloc(0, 0, at::ALIGN, size)?;
+        let block = cx
+            .as_slice_mut()
+            .get_mut(ptr..ptr + size)
+            .ok_or_else(|| wasmtime::format_err!("the guest's allocation is out of bounds"))?;
+        // The guest's allocator may hand back used memory: zero it first.
+        block.fill(0);
         for (header, out) in self.0.iter().zip(block.chunks_exact_mut(at::SIZE)) {
             write(header, out);
         }
-        let ptr = cx.realloc(0, 0, at::ALIGN, size)?;
-        cx.as_slice_mut()
-            .get_mut(ptr..ptr + size)
-            .ok_or_else(|| wasmtime::format_err!("the guest's allocation is out of bounds"))?
-            .copy_from_slice(&block);
         Ok((ptr, self.0.len()))
     }
 }
@@ -222,7 +223,7 @@ pub(crate) fn shadow(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         "[method]history.messages",
         |store: StoreContextMut<'_, State>,
          (history, start, end): (Resource<HistoryData>, u32, u32)| {
-            let (data, counter) = parts(&store, &history)?;
+            let (data, counter) = history_and_counter(&store, &history)?;
             Ok((MessageList {
                 range: data.range(start, end),
                 messages: Arc::clone(&data.messages),
@@ -233,7 +234,7 @@ pub(crate) fn shadow(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[method]history.message",
         |store: StoreContextMut<'_, State>, (history, index): (Resource<HistoryData>, u32)| {
-            let (data, counter) = parts(&store, &history)?;
+            let (data, counter) = history_and_counter(&store, &history)?;
             Ok((data.get(index).map(|_| OneMessage {
                 index: index as usize,
                 messages: Arc::clone(&data.messages),
@@ -245,7 +246,7 @@ pub(crate) fn shadow(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         "[method]history.contents",
         |store: StoreContextMut<'_, State>,
          (history, start, end): (Resource<HistoryData>, u32, u32)| {
-            let (data, _) = parts(&store, &history)?;
+            let (data, _) = history_and_counter(&store, &history)?;
             Ok((ContentList {
                 range: data.range(start, end),
                 messages: Arc::clone(&data.messages),
@@ -255,7 +256,7 @@ pub(crate) fn shadow(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     types.func_wrap(
         "[method]history.content",
         |store: StoreContextMut<'_, State>, (history, index): (Resource<HistoryData>, u32)| {
-            let (data, _) = parts(&store, &history)?;
+            let (data, _) = history_and_counter(&store, &history)?;
             Ok((data.get(index).map(|_| OneContent {
                 index: index as usize,
                 messages: Arc::clone(&data.messages),
@@ -267,7 +268,7 @@ pub(crate) fn shadow(linker: &mut Linker<State>) -> wasmtime::Result<()> {
 }
 
 /// The history behind `handle` and the call's token counter.
-fn parts<'a>(
+fn history_and_counter<'a>(
     store: &'a StoreContextMut<'_, State>,
     handle: &Resource<HistoryData>,
 ) -> wasmtime::Result<(&'a HistoryData, Arc<dyn TokenCounter>)> {
@@ -331,7 +332,7 @@ macro_rules! lowered_as {
             ) -> wasmtime::Result<()> {
                 let $this = self;
                 let view = $view;
-                Lower::linear_lower_to_flat(&*view, cx, ty, dst)
+                Lower::linear_lower_to_flat(&view, cx, ty, dst)
             }
 
             fn linear_lower_to_memory<T>(
@@ -342,13 +343,13 @@ macro_rules! lowered_as {
             ) -> wasmtime::Result<()> {
                 let $this = self;
                 let view = $view;
-                Lower::linear_lower_to_memory(&*view, cx, ty, offset)
+                Lower::linear_lower_to_memory(&view, cx, ty, offset)
             }
         }
     };
 }
 
-lowered_as!(MessageList, [MessageIn<'static>], |list| {
+lowered_as!(MessageList, Vec<MessageIn<'static>>, |list| {
     list.messages[list.range.clone()]
         .iter()
         .map(|m| bindings::message_in(m, &*list.counter))
@@ -356,20 +357,17 @@ lowered_as!(MessageList, [MessageIn<'static>], |list| {
 });
 
 lowered_as!(OneMessage, MessageIn<'static>, |one| {
-    Box::new(bindings::message_in(
-        &one.messages[one.index],
-        &*one.counter,
-    ))
+    bindings::message_in(&one.messages[one.index], &*one.counter)
 });
 
-lowered_as!(ContentList, [&'static str], |list| {
+lowered_as!(ContentList, Vec<&'static str>, |list| {
     list.messages[list.range.clone()]
         .iter()
         .map(|m| m.content.as_str())
         .collect::<Vec<_>>()
 });
 
-lowered_as!(OneContent, str, |one| one.messages[one.index]
+lowered_as!(OneContent, &'static str, |one| one.messages[one.index]
     .content
     .as_str());
 
