@@ -16,6 +16,10 @@ use crate::message::{Message, Role};
 /// The most words of a kept decision, task or command.
 const ITEM_WORDS: usize = 25;
 
+/// A message naming more key values than this, at least one for every two
+/// lines, is a listing ([`Fact::listed`]).
+pub const LISTING: usize = 20;
+
 /// The most unanswered user messages taken for pending tasks (the last ones).
 const UNANSWERED: usize = 3;
 
@@ -49,6 +53,11 @@ pub struct Fact {
     /// one of its tool calls or in a command it ran, as opposed to one it was
     /// shown (a path in a listing).
     pub uses: u32,
+    /// Whether every message it was seen in is a listing (`find`, `ls -R`,
+    /// `grep -rn`: more than [`LISTING`] key values, at least one for every
+    /// two lines): a path seen only in a listing of hundreds is worth less,
+    /// each, than one an error or a short answer named.
+    pub listed: bool,
 }
 
 /// The facts of a span, ready to be written as a summary.
@@ -74,6 +83,12 @@ impl Facts {
     /// Records `text` as a fact of `kind` seen at `position`. Seeing it again
     /// at the same position does not count twice.
     pub(super) fn add(&mut self, kind: FactKind, text: &str, position: usize) {
+        self.add_in(kind, text, position, false);
+    }
+
+    /// [`add`](Self::add) for a fact seen in a message that is a listing, or
+    /// not.
+    fn add_in(&mut self, kind: FactKind, text: &str, position: usize, listed: bool) {
         let text = text.trim();
         if text.is_empty() {
             return;
@@ -82,6 +97,7 @@ impl Facts {
         let of_kind = self.index.entry(kind).or_default();
         if let Some(&i) = of_kind.get(text) {
             let fact = &mut self.facts[i];
+            fact.listed &= listed;
             if fact.last_seen != position {
                 fact.count += 1;
                 fact.last_seen = fact.last_seen.max(position);
@@ -95,6 +111,7 @@ impl Facts {
             count: 1,
             last_seen: position,
             uses: 0,
+            listed,
         });
     }
 
@@ -124,6 +141,7 @@ impl Facts {
                     let mine = &mut self.facts[i];
                     mine.count += fact.count;
                     mine.uses += fact.uses;
+                    mine.listed &= fact.listed;
                     mine.last_seen = mine.last_seen.max(position);
                 }
                 None => {
@@ -181,10 +199,12 @@ pub fn extract_facts(messages: &[Message]) -> Facts {
     let mut last_text = None;
     let mut todos: Option<(usize, Vec<String>)> = None;
     for (position, message) in messages.iter().enumerate() {
-        for value in message_key_values(message) {
-            facts.add(FactKind::Value(value.kind), &value.text, position);
-        }
+        let values = message_key_values(message);
         let text = message.text();
+        let listing = values.len() > LISTING && values.len() * 2 >= text.lines().count();
+        for value in values {
+            facts.add_in(FactKind::Value(value.kind), &value.text, position, listing);
+        }
         let said = matches!(message.role, Role::User | Role::Assistant);
         if said {
             for id in identifiers(&text) {

@@ -34,10 +34,14 @@
 //! writes its actions (SWE-agent's thought-action mode).
 //!
 //! Within the word cap, facts are ranked by frequency (in how many messages
-//! they appear) plus recency (how late they were last seen) plus use (the
-//! agent passed it to a tool or ran it); modified files and used values come
-//! first, then the other key values and the numbers with units, then the
-//! rest, and the lowest-ranked facts are dropped first. A value that already appears verbatim inside a kept one (a
+//! they appear) plus recency (how late they were last seen; not for a value
+//! seen only in listings such as a `find` output) plus use (the agent passed
+//! it to a tool or ran it). They are placed in this order, each group
+//! best-ranked first, and the lowest-ranked facts are dropped first: the
+//! modified files and the paths and URLs the agent used; the other paths,
+//! URLs and numbers with units outside listings, within half of the room
+//! left; the commands and the rest of what the agent used; the other key
+//! values; the rest. A value that already appears verbatim inside a kept one (a
 //! path inside an error line) costs nothing. Asked to fit a number of tokens
 //! ([`Summarizer::summarize_within`]), the summary is written again with
 //! fewer words until it does: values are dropped whole, never cut.
@@ -80,7 +84,7 @@ mod sections;
 mod shell;
 mod values;
 
-pub use facts::{Fact, FactKind, Facts, extract_facts};
+pub use facts::{Fact, FactKind, Facts, LISTING, extract_facts};
 pub use shell::{commands, edit_block_paths, patch_paths, written_paths};
 pub use values::{
     KeyValue, MAX_ERROR_LINE_CHARS, MAX_PATH_BYTES, ValueKind, error_lines, identifiers,

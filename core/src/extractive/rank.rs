@@ -1,6 +1,7 @@
 //! How facts are ranked for the word cap: by frequency (in how many messages
 //! they appear) plus recency (how late they were last seen) plus use (whether
-//! the agent acted on them).
+//! the agent acted on them), less the recency of values seen only in
+//! listings ([`Fact::listed`]).
 
 use super::facts::{Fact, Facts};
 
@@ -9,15 +10,22 @@ use super::facts::{Fact, Facts};
 const USE_BONUS: f64 = 3.0;
 
 /// The facts, best-ranked first: a score of frequency (at most 5) plus
-/// recency (up to 5, by position in the span) plus 3 when the agent used it,
-/// ties broken by the later position, then by text.
+/// recency (up to 5, by position in the span; none for a value seen only in
+/// listings) plus 3 when the agent used it, ties broken by the later
+/// position, then by text.
 pub(super) fn ranked(facts: &Facts) -> Vec<&Fact> {
     let span = facts.span.max(1) as f64;
     let mut ranked: Vec<(&Fact, f64)> = facts
         .facts
         .iter()
         .map(|fact| {
-            let recency = 5.0 * (fact.last_seen + 1) as f64 / span;
+            // A late listing of hundreds must not push out the paths an
+            // error or a short answer named earlier.
+            let recency = if fact.listed {
+                0.0
+            } else {
+                5.0 * (fact.last_seen + 1) as f64 / span
+            };
             let used = if fact.uses > 0 { USE_BONUS } else { 0.0 };
             (fact, f64::from(fact.count.min(5)) + recency + used)
         })

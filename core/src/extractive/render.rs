@@ -53,6 +53,63 @@ impl Tier {
     }
 }
 
+/// One pass over the ranked facts: a tier, or the short values of a tier
+/// (files, paths, URLs and numbers: a word or two each). Short values go
+/// before the long ones (commands, error lines) of their tier, so that
+/// sixty commands cannot leave no room for the thirty paths a run touched;
+/// the short values the agent was only shown go before the commands too,
+/// but within half of the room left and not those only seen in a listing,
+/// so that a thousand paths of a `find` cannot leave no room for the
+/// commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    UsedShort,
+    KeyShort,
+    Used,
+    Key,
+    Other,
+}
+
+impl Pass {
+    const ALL: [Pass; 5] = [
+        Pass::UsedShort,
+        Pass::KeyShort,
+        Pass::Used,
+        Pass::Key,
+        Pass::Other,
+    ];
+
+    fn admits(self, fact: &Fact) -> bool {
+        let short = matches!(
+            fact.kind,
+            FactKind::FileModified
+                | FactKind::Value(ValueKind::Path | ValueKind::Url | ValueKind::Quantity)
+        );
+        match (self, Tier::of(fact)) {
+            (Pass::UsedShort, Tier::Used) => short,
+            // A listing's values wait for the commands.
+            (Pass::KeyShort, Tier::Key) => short && !fact.listed,
+            (Pass::Used, Tier::Used) | (Pass::Key, Tier::Key) | (Pass::Other, Tier::Other) => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the pass takes at most half of the words and tokens left
+    /// when it starts.
+    fn halves(self) -> bool {
+        self == Pass::KeyShort
+    }
+}
+
+/// How far a pass limited to a share of the room may fill a [`Plan`].
+#[derive(Clone, Copy)]
+struct Limit {
+    /// The most words used.
+    words: usize,
+    /// The fewest tokens left, when the plan counts tokens.
+    tokens: u64,
+}
+
 /// What separates the chosen texts in [`Plan::joined`].
 const SEPARATOR: char = '\0';
 
@@ -189,6 +246,19 @@ impl<'a> Plan<'a> {
             key_left_out: false,
             tokens,
         }
+    }
+
+    /// The limit of a pass that may take half of the room left.
+    fn half_left(&self) -> Limit {
+        Limit {
+            words: self.used + self.budget.saturating_sub(self.used) / 2,
+            tokens: self.tokens.as_ref().map_or(0, |t| t.left / 2),
+        }
+    }
+
+    /// Whether the plan has filled past `limit`.
+    fn past(&self, limit: Limit) -> bool {
+        self.used >= limit.words || self.tokens.as_ref().is_some_and(|t| t.left <= limit.tokens)
     }
 
     /// Spends the tokens of `text`, or says that they are not left.
@@ -406,9 +476,11 @@ impl ExtractiveSummarizer {
     }
 
     /// Fills `plan`: the current state, a share of pending tasks and
-    /// decisions, the modified files and used values, then the other key
-    /// values and the numbers with units, then the rest, each group
-    /// best-ranked first ([`Tier`]).
+    /// decisions, then the values in [`Pass`]es, each best-ranked first:
+    /// the modified files and the paths and URLs the agent used; the other
+    /// paths, URLs and numbers, within half of what is left; the commands
+    /// and the rest of what the agent used; the other key values; the rest
+    /// ([`Tier`]).
     fn choose<'a>(
         &self,
         facts: &Facts,
@@ -439,12 +511,18 @@ impl ExtractiveSummarizer {
             .of_kind(FactKind::FileModified)
             .map(|f| f.text.as_str())
             .collect();
-        for tier in [Tier::Used, Tier::Key, Tier::Other] {
-            for fact in ranked {
-                if Tier::of(fact) != tier {
+        let mut placed = vec![false; ranked.len()];
+        for pass in Pass::ALL {
+            let limit = pass.halves().then(|| plan.half_left());
+            for (fact, placed) in ranked.iter().zip(&mut placed) {
+                if *placed || !pass.admits(fact) {
                     continue;
                 }
-                let key = tier != Tier::Other;
+                if limit.is_some_and(|limit| plan.past(limit)) {
+                    break;
+                }
+                *placed = true;
+                let key = Tier::of(fact) != Tier::Other;
                 let taken = match fact.kind {
                     FactKind::Value(ValueKind::Path) if modified.contains(fact.text.as_str()) => {
                         plan.take(Section::FilesModified, &fact.text)
@@ -493,6 +571,78 @@ mod tests {
             facts.of_kind(FactKind::Value(ValueKind::Path)).count(),
             kept
         );
+    }
+
+    /// A bash agent's run: many long commands it ran, and the files its
+    /// errors named. The commands must not take all the room.
+    #[test]
+    fn many_commands_leave_room_for_the_paths_errors_named() {
+        let mut messages = Vec::new();
+        for i in 0..60 {
+            messages.push(call(
+                "",
+                &format!("c{i}"),
+                "bash",
+                &format!(
+                    r#"{{"command": "python -m pytest tests/test_case_{i}.py -x -q --tb=short -k 'not slow and not network'"}}"#
+                ),
+            ));
+            messages.push(Message::tool_result(
+                format!("c{i}"),
+                "bash",
+                format!("E   AssertionError in /testbed/src/module_{i}.py\n1 failed"),
+            ));
+        }
+        let summary = summarize(&messages, 400);
+        assert!(word_count(&summary) <= 400);
+        for i in 0..60 {
+            let path = format!("/testbed/src/module_{i}.py");
+            assert!(summary.contains(&path), "{path} missing:\n{summary}");
+        }
+        // The commands fill what the paths leave, the latest first.
+        assert!(summary.contains("tests/test_case_59.py -x"), "{summary}");
+    }
+
+    /// A late `find` listing of hundreds of paths: the paths an earlier
+    /// traceback named and the commands the agent ran come before the
+    /// listing's.
+    #[test]
+    fn a_listing_waits_for_the_commands_and_the_paths_errors_named() {
+        let mut messages = vec![Message::tool_result(
+            "c0",
+            "bash",
+            "Traceback (most recent call last):\n  File \"/repo/app/core.py\", line 3\nKeyError: 'x'",
+        )];
+        for i in 1..20 {
+            messages.push(call(
+                "",
+                &format!("c{i}"),
+                "bash",
+                &format!(r#"{{"command": "grep -n handler_{i} app/core.py"}}"#),
+            ));
+            messages.push(Message::tool_result(format!("c{i}"), "bash", "no match"));
+        }
+        let listing: Vec<String> = (0..400)
+            .map(|i| format!("/repo/node_modules/pkg_{i}/lib/index.js"))
+            .collect();
+        messages.push(Message::tool_result("c99", "bash", listing.join("\n")));
+        let facts = super::super::extract_facts(&messages);
+        let listed = facts
+            .facts
+            .iter()
+            .filter(|f| f.listed)
+            .map(|f| f.text.as_str())
+            .collect::<Vec<_>>();
+        assert_eq!(listed.len(), 400, "{listed:?}");
+        let summary = summarize(&messages, 200);
+        assert!(word_count(&summary) <= 200);
+        assert!(summary.contains("/repo/app/core.py"), "{summary}");
+        for i in 1..20 {
+            let command = format!("grep -n handler_{i} app/core.py");
+            assert!(summary.contains(&command), "{command} missing:\n{summary}");
+        }
+        // What is left goes to the listing.
+        assert!(summary.contains("/repo/node_modules/pkg_"), "{summary}");
     }
 
     #[test]
