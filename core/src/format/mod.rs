@@ -27,6 +27,7 @@ pub mod anthropic;
 pub mod claude_code;
 pub mod codex;
 pub mod gemini;
+mod json_out;
 pub mod jsonl;
 pub mod langchain;
 mod limits;

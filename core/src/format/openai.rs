@@ -32,6 +32,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
+use super::json_out::{JsonOut, OverCap};
 use super::{Format, FormatError, kind_of, parse_document};
 use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_ids};
 
@@ -663,7 +664,194 @@ fn message_to_value(m: &Message) -> Result<Value, FormatError> {
 /// on the way.
 pub(crate) fn write_document(messages: &[Message]) -> Result<String, FormatError> {
     check_writable(messages)?;
+    let mut out = JsonOut::new(true, size_hint(messages));
+    if write_messages(&mut out, messages).is_ok() && out.check().is_ok() {
+        let mut text = out.into_string();
+        text.push('\n');
+        return Ok(text);
+    }
+    // Over the indenting cap on the way: measured and written as
+    // `to_pretty` does (compact when the whole indented text is over it).
     Ok(super::pretty(&MessagesOut(messages)))
+}
+
+/// About the length of the written text: its strings, and room for the rest.
+fn size_hint(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| {
+            m.content.len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.arguments.len() + 96)
+                    .sum::<usize>()
+                + 64
+        })
+        .sum::<usize>()
+        .saturating_mul(9)
+        / 8
+}
+
+/// Messages as [`MessagesOut`] serializes them, written straight (a faster
+/// string escape than serde_json's: the writing of a view was mostly that);
+/// `Err` once an indented text is over the cap, checked after each message,
+/// part and tool call and inside kept fields.
+fn write_messages(out: &mut JsonOut, messages: &[Message]) -> Result<(), OverCap> {
+    out.begin_array();
+    for m in messages {
+        out.element();
+        write_message(out, m)?;
+        out.check()?;
+    }
+    out.end_array();
+    Ok(())
+}
+
+/// One message as [`MessageOut`] serializes it.
+fn write_message(out: &mut JsonOut, m: &Message) -> Result<(), OverCap> {
+    let extra = match m.metadata.get(EXTRA_KEY) {
+        Some(Value::Object(extra)) => Some(extra),
+        _ => None,
+    };
+    let developer = extra.is_some_and(|extra| {
+        extra
+            .iter()
+            .any(|(key, value)| is_developer_role(key, value, m.role))
+    });
+    out.begin_object();
+    out.field(
+        "role",
+        if developer {
+            "developer"
+        } else {
+            m.role.as_str()
+        },
+    );
+    out.key("content");
+    if !m.parts.is_empty() {
+        out.begin_array();
+        if !m.content.is_empty() {
+            out.element();
+            write_typed(out, "text", "text", |out| out.string(&m.content));
+        }
+        for part in &m.parts {
+            out.element();
+            write_part(out, part);
+            out.check()?;
+        }
+        out.end_array();
+    } else if m.content.is_empty() && m.has_tool_calls() {
+        out.null();
+    } else {
+        out.string(&m.content);
+    }
+    if m.has_tool_calls() {
+        out.key("tool_calls");
+        out.begin_array();
+        for call in &m.tool_calls {
+            out.element();
+            out.begin_object();
+            out.field("id", &call.id);
+            out.field("type", "function");
+            out.key("function");
+            out.begin_object();
+            out.field("name", &call.name);
+            out.field("arguments", &call.arguments);
+            out.end_object();
+            out.end_object();
+            out.check()?;
+        }
+        out.end_array();
+    }
+    if let Some(id) = &m.tool_call_id {
+        out.field("tool_call_id", id);
+    }
+    if m.role == Role::Tool
+        && let Some(name) = &m.tool_name
+    {
+        out.field("name", name);
+    }
+    if let Some(reasoning) = m.reasoning.as_ref().filter(|r| !r.redacted) {
+        out.field("reasoning_content", &reasoning.text);
+    }
+    for (key, value) in extra.into_iter().flatten() {
+        if !written_by_host(key, m.role) {
+            out.key(key);
+            out.value(value)?;
+        }
+    }
+    out.end_object();
+    Ok(())
+}
+
+/// `{"type": kind, key: body}`, as [`TypedOut`] serializes it.
+fn write_typed(out: &mut JsonOut, kind: &str, key: &str, body: impl FnOnce(&mut JsonOut)) {
+    out.begin_object();
+    out.field("type", kind);
+    out.key(key);
+    body(out);
+    out.end_object();
+}
+
+/// String fields in an object, as [`FieldsOut`] serializes them.
+fn write_fields(out: &mut JsonOut, fields: &[(&str, &str)]) {
+    out.begin_object();
+    for (key, value) in fields {
+        out.field(key, value);
+    }
+    out.end_object();
+}
+
+/// One content part as [`PartOut`] serializes it (a media path is refused
+/// before: `check_writable`).
+fn write_part(out: &mut JsonOut, part: &Part) {
+    match part {
+        Part::Text { text } => write_typed(out, "text", "text", |out| out.string(text)),
+        Part::Image {
+            source: MediaRef::Url(url),
+            ..
+        } => write_typed(out, "image_url", "image_url", |out| {
+            write_fields(out, &[("url", url)]);
+        }),
+        Part::Image {
+            source: MediaRef::Path(_),
+            ..
+        } => unreachable!("refused by check_writable"),
+        Part::File { name, path, .. } => {
+            if let Some((format, data)) = audio_data(name, path) {
+                return write_typed(out, "input_audio", "input_audio", |out| {
+                    write_fields(out, &[("data", data), ("format", format)]);
+                });
+            }
+            let key = if path.starts_with("data:") {
+                "file_data"
+            } else {
+                "file_id"
+            };
+            write_typed(out, "file", "file", |out| {
+                write_fields(out, &[("filename", name), (key, path)]);
+            });
+        }
+    }
+}
+
+/// Writes messages as compact Chat Completions JSON on one line (no final
+/// newline), as a request body carries its `messages`: the same as
+/// `serde_json::to_string` of [`to_values`], serialized straight from the
+/// messages.
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::format::openai::write_compact;
+///
+/// let text = write_compact(&[Message::user("hi")]).unwrap();
+/// assert_eq!(text, r#"[{"role":"user","content":"hi"}]"#);
+/// ```
+pub fn write_compact(messages: &[Message]) -> Result<String, FormatError> {
+    check_writable(messages)?;
+    let mut out = JsonOut::new(false, size_hint(messages));
+    write_messages(&mut out, messages).expect("compact text has no cap");
+    Ok(out.into_string())
 }
 
 /// The first error [`to_values`] would give for `messages`: an image held as
@@ -989,6 +1177,29 @@ mod tests {
         Ok(crate::format::to_pretty(&values).unwrap() + "\n")
     }
 
+    /// Kept fields that put the indented text over the cap of `to_pretty`:
+    /// the writer that escapes strings itself gives up and writes the text
+    /// the exact way (issue 23), compact when the whole is over the cap,
+    /// indented when only a part was.
+    #[test]
+    fn a_text_over_the_indenting_cap_is_written_as_to_values_is() {
+        let deep: Value =
+            serde_json::from_str(&format!("{}{}", "[".repeat(120), "]".repeat(120))).unwrap();
+        let mut nested = json!("x".repeat(200_000));
+        for _ in 0..100 {
+            nested = json!([nested]);
+        }
+        for (extra, indented) in [(deep, false), (nested, true)] {
+            let mut m = Message::user("hi \"there\"");
+            m.metadata
+                .insert(EXTRA_KEY.into(), json!({"x-a": extra, "x-b": "after"}));
+            let messages = [Message::system("be brief"), m, Message::user("bye")];
+            let text = crate::format::write(FORMAT, &messages).unwrap();
+            assert_eq!(text, written_through_values(&messages).unwrap());
+            assert_eq!(text.starts_with("[\n"), indented);
+        }
+    }
+
     #[test]
     fn the_writer_writes_what_to_values_builds_for_every_part_and_extra() {
         let mut messages = parse(
@@ -1019,6 +1230,11 @@ mod tests {
             written_through_values(&messages).unwrap()
         );
         assert_eq!(crate::format::write(FORMAT, &[]).unwrap(), "[]\n");
+        // Compact: `to_values` on one line.
+        assert_eq!(
+            write_compact(&messages).unwrap(),
+            serde_json::to_string(&to_values(&messages).unwrap()).unwrap()
+        );
         // An image held as a media path is refused with the same error.
         messages[1].parts.push(Part::Image {
             source: MediaRef::Path("media/a.png".into()),
@@ -1026,6 +1242,7 @@ mod tests {
         });
         let e = crate::format::write(FORMAT, &messages).unwrap_err();
         assert_eq!(e, written_through_values(&messages).unwrap_err());
+        assert_eq!(e, write_compact(&messages).unwrap_err());
         assert_eq!(e.location.message, Some(1));
         assert_eq!(e.location.block, Some(5));
     }
