@@ -142,6 +142,35 @@ impl JsonOut {
         written.map_err(|_| OverCap)
     }
 
+    /// Writes a `Value` as serde_json writes it at this depth, its strings
+    /// escaped here; indented, it fails once the text so far is over the cap
+    /// (checked after each element and field).
+    pub(crate) fn tree(&mut self, value: &Value) -> Result<(), OverCap> {
+        match value {
+            Value::String(text) => self.string(text),
+            Value::Array(items) => {
+                self.begin_array();
+                for item in items {
+                    self.element();
+                    self.tree(item)?;
+                    self.check()?;
+                }
+                self.end_array();
+            }
+            Value::Object(fields) => {
+                self.begin_object();
+                for (key, item) in fields {
+                    self.key(key);
+                    self.tree(item)?;
+                    self.check()?;
+                }
+                self.end_object();
+            }
+            scalar => self.value(scalar)?,
+        }
+        Ok(())
+    }
+
     fn begin(&mut self, open: u8) {
         self.out.push(open);
         self.level += 1;
@@ -206,52 +235,63 @@ const ESCAPE: [u8; 256] = {
     table
 };
 
-/// Whether any of the eight bytes of `word` is a control character, `"` or
-/// `\` (the exact tests of "has a zero byte" and "has a byte under n").
-fn needs_escape(word: u64) -> bool {
+/// A mask of the bytes of `word` (read little-endian) that need escaping:
+/// control characters, `"` and `\`. Its lowest set bit is exact: it is the
+/// high bit of the first such byte (the classic tests for "a zero byte" and
+/// "a byte under n" only mark bytes wrongly above a true one).
+fn escape_mask(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
     let quote = word ^ (ONES * u64::from(b'"'));
     let backslash = word ^ (ONES * u64::from(b'\\'));
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    (has_zero(quote) | has_zero(backslash) | control) != 0
+    has_zero(quote) | has_zero(backslash) | control
 }
 
 /// Appends `bytes` escaped as a JSON string's contents.
 fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 0;
+    out.reserve(bytes.len() + bytes.len() / 8);
     let mut i = 0;
-    while i < bytes.len() {
-        if let Some(word) = bytes.get(i..i + 8) {
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            if !needs_escape(word) {
-                i += 8;
-                continue;
-            }
-        }
-        let byte = bytes[i];
-        let escape = ESCAPE[usize::from(byte)];
-        i += 1;
-        if escape == 0 {
+    // Eight bytes at a time: a word with nothing to escape is copied whole;
+    // else its bytes before the first to escape, then that one escaped.
+    while let Some(word) = bytes.get(i..i + 8) {
+        let word: [u8; 8] = word.try_into().expect("eight bytes");
+        let mask = escape_mask(u64::from_le_bytes(word));
+        if mask == 0 {
+            out.extend_from_slice(&word);
+            i += 8;
             continue;
         }
-        out.extend_from_slice(&bytes[start..i - 1]);
-        start = i;
-        match escape {
-            b'u' => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(byte >> 4)],
-                HEX[usize::from(byte & 0xF)],
-            ]),
-            letter => out.extend_from_slice(&[b'\\', letter]),
+        let clean = (mask.trailing_zeros() / 8) as usize;
+        out.extend_from_slice(&word);
+        out.truncate(out.len() - 8 + clean);
+        escape_byte(out, word[clean]);
+        i += clean + 1;
+    }
+    for &byte in &bytes[i..] {
+        if ESCAPE[usize::from(byte)] == 0 {
+            out.push(byte);
+        } else {
+            escape_byte(out, byte);
         }
     }
-    out.extend_from_slice(&bytes[start..]);
+}
+
+/// Appends the escape of a byte that needs one.
+fn escape_byte(out: &mut Vec<u8>, byte: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match ESCAPE[usize::from(byte)] {
+        b'u' => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[usize::from(byte >> 4)],
+            HEX[usize::from(byte & 0xF)],
+        ]),
+        letter => out.extend_from_slice(&[b'\\', letter]),
+    }
 }
 
 #[cfg(test)]
@@ -271,7 +311,12 @@ mod tests {
             .filter_map(char::from_u32)
             .chain(['\u{2028}', '€', '😀'])
         {
-            for text in [format!("{c}"), format!("abcdefgh{c}ijklmnop{c}{c}q")] {
+            let at = "x".repeat(c as usize % 17);
+            for text in [
+                format!("{c}"),
+                format!("abcdefgh{c}ijklmnop{c}{c}q"),
+                format!("{at}{c}yyyyyyyyy{c}"),
+            ] {
                 assert_eq!(
                     written(&text),
                     serde_json::to_string(&text).unwrap(),
@@ -281,7 +326,48 @@ mod tests {
         }
     }
 
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "(a|\"|\\\\|\n|\u{1}|é|😀|bcdefghij){0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec(("[a-z\"]{0,3}", inner), 0..6)
+                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// A tree deep enough to put the indented text over the cap gives up (the
+    /// caller writes it through `to_pretty`); compact, it is written.
+    #[test]
+    fn trees_over_the_cap_give_up() {
+        let deep: Value =
+            serde_json::from_str(&format!("{}{}", "[".repeat(120), "]".repeat(120))).unwrap();
+        assert!(JsonOut::new(true, 0).tree(&deep).is_err());
+        let mut compact = JsonOut::new(false, 0);
+        compact.tree(&deep).unwrap();
+        assert_eq!(compact.into_string(), deep.to_string());
+    }
+
     proptest! {
+        #[test]
+        fn trees_are_written_as_serde_json_writes_them(value in json_value(), indent in any::<bool>()) {
+            let mut out = JsonOut::new(indent, 0);
+            out.tree(&value).unwrap();
+            let expected = if indent {
+                crate::format::to_pretty(&value).unwrap()
+            } else {
+                serde_json::to_string(&value).unwrap()
+            };
+            prop_assert_eq!(out.into_string(), expected);
+        }
+
         #[test]
         fn strings_are_written_as_serde_json_writes_them(
             text in "(a|bcdefghij|\"|\\\\|\n|\t|\u{1}|\u{1f}|\u{7f}|é|€|😀| ){0,40}",

@@ -96,22 +96,32 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
 fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
     // The ids hash the text alone, which nothing below changes.
     let ids = derived_ids("openai", &messages);
-    // Current Chat Completions tool messages carry no `name`: take it from the call.
-    let mut names = std::collections::HashMap::new();
-    // Calls not answered yet, in order (for legacy `function` messages).
-    let mut open: Vec<(String, String)> = Vec::new();
-    for ((index, m), id) in messages.iter_mut().enumerate().zip(ids) {
-        for call in &m.tool_calls {
-            names.insert(call.id.clone(), call.name.clone());
-            open.push((call.id.clone(), call.name.clone()));
-        }
-        if m.role == Role::Tool {
-            match &m.tool_call_id {
-                Some(id) => open.retain(|(open_id, _)| open_id != id),
+    // What the tool messages take from their calls, found first with the
+    // calls borrowed: (message, the call id of a legacy `function`
+    // message, the tool's name where the message has none).
+    let mut fills: Vec<(usize, Option<String>, Option<String>)> = Vec::new();
+    {
+        // Current Chat Completions tool messages carry no `name`: take it from the call.
+        let mut names: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+        // Calls not answered yet, in order (for legacy `function` messages).
+        let mut open: Vec<(&str, &str)> = Vec::new();
+        for (index, m) in messages.iter().enumerate() {
+            for call in &m.tool_calls {
+                names.insert(&call.id, &call.name);
+                open.push((&call.id, &call.name));
+            }
+            if m.role != Role::Tool {
+                continue;
+            }
+            let legacy = match &m.tool_call_id {
+                Some(id) => {
+                    open.retain(|(open_id, _)| open_id != id);
+                    None
+                }
                 // A legacy `function` message: the earliest open call of its name.
                 None => {
                     let name = m.tool_name.as_deref().unwrap_or_default();
-                    let Some(at) = open.iter().position(|(_, n)| n == name) else {
+                    let Some(at) = open.iter().position(|(_, n)| *n == name) else {
                         return Err(FormatError::new(
                             FORMAT,
                             format!(
@@ -122,20 +132,62 @@ fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
                         .at_message(index)
                         .at_field("name"));
                     };
-                    m.tool_call_id = Some(open.remove(at).0);
+                    Some(open.remove(at).0.to_owned())
                 }
-            }
-            if m.tool_name.is_none() {
-                m.tool_name = m
-                    .tool_call_id
-                    .as_ref()
+            };
+            let name = if m.tool_name.is_none() {
+                legacy
+                    .as_deref()
+                    .or(m.tool_call_id.as_deref())
                     .and_then(|id| names.get(id))
-                    .cloned();
+                    .map(|name| (*name).to_owned())
+            } else {
+                None
+            };
+            if legacy.is_some() || name.is_some() {
+                fills.push((index, legacy, name));
             }
         }
+    }
+    for (index, legacy, name) in fills {
+        let m = &mut messages[index];
+        if legacy.is_some() {
+            m.tool_call_id = legacy;
+        }
+        if name.is_some() {
+            m.tool_name = name;
+        }
+    }
+    for (m, id) in messages.iter_mut().zip(ids) {
         m.id = id;
     }
     Ok(messages)
+}
+
+/// A string borrowed from the document when it has no escapes, else owned.
+/// (serde's `Cow<str>` is always owned.)
+struct BorrowedOrOwned<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for BorrowedOrOwned<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = BorrowedOrOwned<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedOrOwned(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedOrOwned(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(BorrowedOrOwned(std::borrow::Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor)
+    }
 }
 
 /// The role of a message, and whether it was spelt `developer` (kept as an
@@ -296,7 +348,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
         let mut messages = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()?.map(|key| key.0) {
             match key.as_ref() {
                 "messages" => messages = Some(map.next_value_seed(MessagesSeed)?),
                 // An Anthropic request: detection's to tell.
@@ -369,7 +421,7 @@ impl<'de> Visitor<'de> for MessageSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
-        let mut role_name: Option<String> = None;
+        let mut role_name: Option<std::borrow::Cow<'de, str>> = None;
         let mut content: Option<Value> = None;
         let mut text: Option<String> = None;
         let mut tool_calls: Option<Value> = None;
@@ -377,7 +429,7 @@ impl<'de> Visitor<'de> for MessageSeed {
         let mut tool_call_id: Option<Option<String>> = None;
         let mut reasoning: Option<Option<String>> = None;
         let mut extra = Map::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()?.map(|key| key.0) {
             // A repeated field: the generic route's (last one wins, where the
             // first one was) is the one to follow.
             let repeated = match key.as_ref() {
@@ -395,7 +447,7 @@ impl<'de> Visitor<'de> for MessageSeed {
                 return Err(de::Error::custom("a repeated field"));
             }
             match key.as_ref() {
-                "role" => role_name = Some(map.next_value()?),
+                "role" => role_name = Some(map.next_value::<BorrowedOrOwned<'de>>()?.0),
                 "content" => match map.next_value::<Value>()? {
                     Value::String(s) => text = Some(s),
                     other => content = Some(other),
@@ -454,7 +506,7 @@ impl<'de> Visitor<'de> for MessageSeed {
             return Err(de::Error::custom("`parts` without `content`"));
         }
         if role_name == "developer" {
-            extra.shift_insert(0, "role".into(), Value::String(role_name));
+            extra.shift_insert(0, "role".into(), Value::String(role_name.into_owned()));
         }
         if !extra.is_empty() {
             m.metadata.insert(EXTRA_KEY.into(), Value::Object(extra));
