@@ -404,6 +404,8 @@ fn without_line_number(line: &str) -> &str {
 /// ```
 pub fn identifiers(text: &str) -> Vec<&str> {
     tokens(text)
+        // No identifier is under 5 bytes, and trimming only shortens.
+        .filter(|token| token.len() >= 5)
         .map(|token| token.trim_end_matches(['.', ',', ';', ':', '!', '?']))
         .filter(|token| is_identifier(token))
         .collect()
