@@ -164,6 +164,111 @@ fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
     Ok(messages)
 }
 
+/// `tool_calls` read by the typed route: an array of objects, each with a
+/// string `id` and a `function` object with a string `name` and
+/// `arguments` (text, or any value written as compact JSON, or absent or
+/// `null` for none); other fields are skipped. Anything else (a repeated
+/// field too) fails, and the generic route reads the document.
+struct TypedToolCalls(Vec<ToolCall>);
+
+impl<'de> de::Deserialize<'de> for TypedToolCalls {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CallsVisitor;
+        impl<'de> Visitor<'de> for CallsVisitor {
+            type Value = TypedToolCalls;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of tool calls")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TypedToolCalls, A::Error> {
+                let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(call) = seq.next_element::<TypedToolCall>()? {
+                    calls.push(call.0);
+                }
+                Ok(TypedToolCalls(calls))
+            }
+        }
+        deserializer.deserialize_seq(CallsVisitor)
+    }
+}
+
+/// One tool call of [`TypedToolCalls`].
+struct TypedToolCall(ToolCall);
+
+impl<'de> de::Deserialize<'de> for TypedToolCall {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CallVisitor;
+        impl<'de> Visitor<'de> for CallVisitor {
+            type Value = TypedToolCall;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tool call")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypedToolCall, A::Error> {
+                let mut id: Option<String> = None;
+                let mut function: Option<(String, String)> = None;
+                while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()? {
+                    match key.0.as_ref() {
+                        "id" if id.is_none() => id = Some(map.next_value()?),
+                        "function" if function.is_none() => {
+                            function = Some(map.next_value::<TypedFunction>()?.0);
+                        }
+                        "id" | "function" => return Err(de::Error::custom("a repeated field")),
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let id = id.ok_or_else(|| de::Error::custom("no `id`"))?;
+                let (name, arguments) =
+                    function.ok_or_else(|| de::Error::custom("no `function`"))?;
+                Ok(TypedToolCall(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                }))
+            }
+        }
+        deserializer.deserialize_map(CallVisitor)
+    }
+}
+
+/// A tool call's `function` (`name`, `arguments`) for [`TypedToolCall`].
+struct TypedFunction((String, String));
+
+impl<'de> de::Deserialize<'de> for TypedFunction {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FunctionVisitor;
+        impl<'de> Visitor<'de> for FunctionVisitor {
+            type Value = TypedFunction;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a function")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypedFunction, A::Error> {
+                let mut name: Option<String> = None;
+                let mut arguments: Option<Value> = None;
+                while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()? {
+                    match key.0.as_ref() {
+                        "name" if name.is_none() => name = Some(map.next_value()?),
+                        "arguments" if arguments.is_none() => arguments = Some(map.next_value()?),
+                        "name" | "arguments" => {
+                            return Err(de::Error::custom("a repeated field"));
+                        }
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let name = name.ok_or_else(|| de::Error::custom("no `name`"))?;
+                let arguments = match arguments {
+                    Some(Value::String(text)) => text,
+                    other => arguments_text(other.as_ref()),
+                };
+                Ok(TypedFunction((name, arguments)))
+            }
+        }
+        deserializer.deserialize_map(FunctionVisitor)
+    }
+}
+
 /// A string borrowed from the document when it has no escapes, else owned.
 /// (serde's `Cow<str>` is always owned.)
 struct BorrowedOrOwned<'de>(std::borrow::Cow<'de, str>);
@@ -424,7 +529,7 @@ impl<'de> Visitor<'de> for MessageSeed {
         let mut role_name: Option<std::borrow::Cow<'de, str>> = None;
         let mut content: Option<Value> = None;
         let mut text: Option<String> = None;
-        let mut tool_calls: Option<Value> = None;
+        let mut tool_calls: Option<Vec<ToolCall>> = None;
         let mut function_call: Option<Value> = None;
         let mut tool_call_id: Option<Option<String>> = None;
         let mut reasoning: Option<Option<String>> = None;
@@ -452,7 +557,7 @@ impl<'de> Visitor<'de> for MessageSeed {
                     Value::String(s) => text = Some(s),
                     other => content = Some(other),
                 },
-                "tool_calls" => tool_calls = Some(map.next_value()?),
+                "tool_calls" => tool_calls = Some(map.next_value::<TypedToolCalls>()?.0),
                 "function_call" => function_call = Some(map.next_value()?),
                 "tool_call_id" => tool_call_id = Some(map.next_value()?),
                 "reasoning_content" => reasoning = Some(map.next_value()?),
@@ -476,7 +581,7 @@ impl<'de> Visitor<'de> for MessageSeed {
             Some(_) => return Err(de::Error::custom("bad `content`")),
         }
         if let Some(calls) = tool_calls {
-            m.tool_calls = tool_calls_from_value(calls).map_err(fail)?;
+            m.tool_calls = calls;
         }
         match function_call {
             Some(call) if role == Role::Assistant => m
@@ -1512,6 +1617,13 @@ mod tests {
             json!([{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
                    {"role": "function", "name": "f", "content": "1"}]),
             json!([{"role": "user", "content": "hi", "tool_call_id": null}]),
+            // Tool calls read typed (issue 23): arguments absent, `null`,
+            // text with escapes, a value; fields skipped at each level.
+            json!([{"role": "assistant", "content": "", "tool_calls": [
+                {"id": "a", "function": {"name": "f"}},
+                {"id": "b", "index": 1, "function": {"name": "g", "arguments": null, "x": [1]}},
+                {"id": "c\"d", "type": "function", "function": {"name": "h\n", "arguments": "{\"k\": \"\\/\"}"}},
+                {"type": "function", "id": "e", "function": {"arguments": [1, {"b": null}], "name": "i"}}]}]),
         ];
         for document in documents {
             let text = serde_json::to_string_pretty(&document).unwrap();
@@ -1524,6 +1636,12 @@ mod tests {
             r#"{"system": "s", "messages": []}"#,
             r#"[{"role": "user", "function_call": {"name": "f"}}]"#,
             r#"[{"role": "robot"}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a", "id": "b", "function": {"name": "f"}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "name": "g"}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": 1, "function": {"name": "f"}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": null}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a"}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": {"id": "a"}}]"#,
         ] {
             assert!(parse_typed(refused).is_none(), "{refused}");
         }
