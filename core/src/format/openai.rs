@@ -534,6 +534,10 @@ impl<'de> Visitor<'de> for MessageSeed {
         let mut tool_call_id: Option<Option<String>> = None;
         let mut reasoning: Option<Option<String>> = None;
         let mut extra = Map::new();
+        // `name`, and where it came among the extras: a tool's name, else a
+        // participant's, kept in its place (held apart so that a tool
+        // message builds no map of extras).
+        let mut name: Option<(usize, Value)> = None;
         while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()?.map(|key| key.0) {
             // A repeated field: the generic route's (last one wins, where the
             // first one was) is the one to follow.
@@ -561,6 +565,14 @@ impl<'de> Visitor<'de> for MessageSeed {
                 "function_call" => function_call = Some(map.next_value()?),
                 "tool_call_id" => tool_call_id = Some(map.next_value()?),
                 "reasoning_content" => reasoning = Some(map.next_value()?),
+                // Repeated, the last value in the first place (as a map keeps it).
+                "name" => {
+                    let value: Value = map.next_value()?;
+                    match &mut name {
+                        Some((_, kept)) => *kept = value,
+                        None => name = Some((extra.len(), value)),
+                    }
+                }
                 _ => {
                     let value: Value = map.next_value()?;
                     extra.insert(key.into_owned(), value);
@@ -593,12 +605,14 @@ impl<'de> Visitor<'de> for MessageSeed {
         }
         m.tool_call_id = tool_call_id.flatten();
         if role == Role::Tool {
-            m.tool_name = match extra.shift_remove("name") {
+            m.tool_name = match name.map(|(_, value)| value) {
                 None | Some(Value::Null) => None,
                 Some(Value::String(name)) => Some(name),
                 Some(_) => return Err(de::Error::custom("bad `name`")),
             };
             check_tool_message(&m, &role_name).map_err(fail)?;
+        } else if let Some((at, value)) = name {
+            extra.shift_insert(at, "name".into(), value);
         }
         if let Some(text) = reasoning.flatten() {
             m.reasoning = Some(Reasoning {
@@ -1609,6 +1623,11 @@ mod tests {
     fn both_routes_read_the_same_messages() {
         let documents = [
             json!([{"role": "developer", "x": 1, "content": "a", "name": "n"}]),
+            json!([{"a": 1, "name": "ann", "role": "user", "b": 2, "content": "hi"},
+                   {"role": "assistant", "content": "", "tool_calls": [
+                       {"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
+                   {"name": "f", "role": "tool", "x": [1], "tool_call_id": "c", "content": "ok"},
+                   {"role": "tool", "tool_call_id": "c", "name": null, "content": "again"}]),
             json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "t"}]}]}),
             json!([{"role": "assistant", "content": null, "refusal": null,
                     "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
@@ -1630,8 +1649,22 @@ mod tests {
             let typed = parse_typed(&text).unwrap_or_else(|| panic!("typed route refused {text}"));
             assert_eq!(typed, from_value(document).unwrap(), "{text}");
         }
+        // A repeated `name`: the last value, in the first one's place.
+        let text = r#"[{"role": "user", "name": "a", "x": 1, "name": "b", "content": "hi"}]"#;
+        let typed = parse_typed(text).expect("the typed route takes a repeated name");
+        assert_eq!(
+            typed,
+            from_value(serde_json::from_str(text).unwrap()).unwrap()
+        );
+        assert_eq!(
+            typed[0].metadata[EXTRA_KEY],
+            json!({"name": "b", "x": 1}),
+            "{:?}",
+            typed[0].metadata
+        );
         for refused in [
             r#"[{"role": "user", "content": "a", "content": "b"}]"#,
+            r#"[{"role": "tool", "tool_call_id": "c", "name": 1, "content": "a"}]"#,
             r#"[{"type": "message", "role": "user", "content": "a"}]"#,
             r#"{"system": "s", "messages": []}"#,
             r#"[{"role": "user", "function_call": {"name": "f"}}]"#,
