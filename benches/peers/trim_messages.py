@@ -5,7 +5,9 @@ langchain-core's `trim_messages` fitting each tau-bench run of the corpus to an
 Run through `benches/peers/run.sh`, which installs the pinned langchain-core into a
 venv and runs the agent-host bench right after, so both figures come from one run.
 Inputs are the same texts the Rust bench reads: each run's `traj` as its own JSON
-document (`json.dumps` of it, as `serde_json` writes it: no spaces).
+document (`json.dumps` of it, as `serde_json` writes it: no spaces). The like-for-like
+row is `corpus/tau_trim_end_to_end_8k` (repair and packing only, the view written compact);
+`corpus/tau_end_to_end_8k` runs agent-host's whole pipeline and writes indented JSON.
 """
 
 import json

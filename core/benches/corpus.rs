@@ -12,6 +12,11 @@
 //! - `tau_parse`, `tau_end_to_end_8k`: the same over the 200 tau-bench runs
 //!   only, the inputs `benches/peers/trim_messages.py` gives langchain-core
 //!   (`benches/peers/run.sh` runs both in one go);
+//! - `tau_trim_end_to_end_8k`: the peer's work, like for like: parse, repair
+//!   and pack (`PipelineConfig::repair_only`: no doom loops, pruning,
+//!   summary or truncation), and the view written as compact JSON, as the
+//!   peer's `json.dumps` writes it (`tau_end_to_end_8k` writes it indented,
+//!   as `format::write` does);
 //! - `summarize_long_whole`: the conversations of more than 30 messages,
 //!   each summarized whole at 600 words.
 //!
@@ -30,7 +35,7 @@ use std::path::PathBuf;
 
 use agent_host_core::budget::BudgetConfig;
 use agent_host_core::extractive::ExtractiveSummarizer;
-use agent_host_core::format::{self, Format};
+use agent_host_core::format::{self, Format, openai};
 use agent_host_core::pipeline::{PipelineConfig, compact};
 use agent_host_core::summarize::{DEFAULT_MAX_WORDS, Summarizer, SummaryRequest};
 use agent_host_core::{HeuristicCounter, Message};
@@ -185,6 +190,23 @@ fn bench(c: &mut Criterion) {
                         .expect("parses")
                         .messages
                         .len()
+                })
+                .sum::<usize>()
+        })
+    });
+    // Like for like with the peer: repair and packing only (what
+    // `trim_messages` does), the view written compact, as `json.dumps` writes
+    // it (with no spaces after `,` and `:`, which `json.dumps` adds).
+    let trim = PipelineConfig::repair_only(BudgetConfig::for_window(WINDOW));
+    group.bench_function("tau_trim_end_to_end_8k", |b| {
+        b.iter(|| {
+            tau.iter()
+                .map(|i| {
+                    let log = format::parse(i.format, black_box(&i.text))
+                        .expect("parses")
+                        .messages;
+                    let view = compact(&log, None, &trim, &counter, None, now).view;
+                    openai::write_compact(&view).expect("writes").len()
                 })
                 .sum::<usize>()
         })

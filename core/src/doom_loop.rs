@@ -214,7 +214,10 @@ impl Arguments {
 /// The run being counted.
 struct Current<'a> {
     name: &'a str,
-    arguments: Arguments,
+    /// The arguments of the run's first call, and what they read as once a
+    /// call with other text is compared with them.
+    text: &'a str,
+    arguments: Option<Arguments>,
     count: usize,
     last: &'a ToolCall,
     last_index: usize,
@@ -243,9 +246,17 @@ fn runs(messages: &[Message], config: &DoomLoopConfig) -> Vec<Run> {
             Role::User => finish(current.take()),
             Role::Assistant => {
                 for call in &m.tool_calls {
-                    let arguments = Arguments::of(&call.arguments);
-                    match &mut current {
-                        Some(run) if run.name == call.name && run.arguments == arguments => {
+                    // The same text reads the same; other text is read (once
+                    // for the run) only to compare calls of the same tool.
+                    let same = |run: &mut Current<'_>| {
+                        run.name == call.name
+                            && (run.text == call.arguments
+                                || *run.arguments.get_or_insert_with(|| Arguments::of(run.text))
+                                    == Arguments::of(&call.arguments))
+                    };
+                    let continues = current.as_mut().is_some_and(same);
+                    match current.as_mut() {
+                        Some(run) if continues => {
                             run.count += 1;
                             run.last = call;
                             run.last_index = index;
@@ -254,7 +265,8 @@ fn runs(messages: &[Message], config: &DoomLoopConfig) -> Vec<Run> {
                             finish(current.take());
                             current = Some(Current {
                                 name: &call.name,
-                                arguments,
+                                text: &call.arguments,
+                                arguments: None,
                                 count: 1,
                                 last: call,
                                 last_index: index,
@@ -294,6 +306,80 @@ mod tests {
 
     fn ids(messages: &[Message]) -> Vec<&str> {
         messages.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    /// The runs as found before the arguments were read lazily (issue 23):
+    /// every call's arguments read and compared with the run's.
+    fn runs_read_eagerly(messages: &[Message], threshold: usize) -> Vec<(DoomLoop, String)> {
+        let mut found = Vec::new();
+        let mut current: Option<(&str, Arguments, usize, &ToolCall, usize)> = None;
+        let mut finish = |current: Option<(&str, Arguments, usize, &ToolCall, usize)>| {
+            if let Some((name, _, count, last, index)) = current.filter(|run| run.2 >= threshold) {
+                found.push((
+                    DoomLoop {
+                        tool: name.to_owned(),
+                        arguments: last.arguments.clone(),
+                        count,
+                        last_call_index: index,
+                    },
+                    last.id.clone(),
+                ));
+            }
+        };
+        for (index, m) in messages.iter().enumerate() {
+            match m.role {
+                Role::User => finish(current.take()),
+                Role::Assistant => {
+                    for call in &m.tool_calls {
+                        let arguments = Arguments::of(&call.arguments);
+                        match &mut current {
+                            Some(run) if run.0 == call.name && run.1 == arguments => {
+                                run.2 += 1;
+                                run.3 = call;
+                                run.4 = index;
+                            }
+                            _ => {
+                                finish(current.take());
+                                current = Some((&call.name, arguments, 1, call, index));
+                            }
+                        }
+                    }
+                }
+                Role::System | Role::Tool => {}
+            }
+        }
+        finish(current);
+        found
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn runs_are_those_of_reading_every_call(
+            calls in proptest::collection::vec(
+                (0..3usize, 0..6usize, proptest::bool::weighted(0.1), 1..3usize),
+                0..24,
+            ),
+        ) {
+            let arguments = [
+                "{}", "{ }", r#"{"a": 1, "b": 2}"#, r#"{"b":2,"a":1}"#, "not json", "not  json",
+            ];
+            let mut messages = vec![Message::user("go")];
+            for (n, &(tool, args, user, per_message)) in calls.iter().enumerate() {
+                if user {
+                    messages.push(Message::user("again"));
+                }
+                let mut m = Message::assistant("");
+                for k in 0..per_message {
+                    m.push_tool_call(format!("c{n}-{k}"), ["ls", "cat", "rg"][tool], arguments[(args + k) % 6]);
+                }
+                messages.push(m);
+            }
+            let lazily: Vec<(DoomLoop, String)> = runs(&messages, &DoomLoopConfig { threshold: 2 })
+                .into_iter()
+                .map(|run| (run.doom_loop, run.last_call_id))
+                .collect();
+            proptest::prop_assert_eq!(lazily, runs_read_eagerly(&messages, 2));
+        }
     }
 
     #[test]

@@ -127,8 +127,10 @@ proptest! {
                 m
             })
             .collect();
-        let reference = format::to_pretty(&Value::Array(openai::to_values(&messages).unwrap())).unwrap() + "\n";
+        let values = Value::Array(openai::to_values(&messages).unwrap());
+        let reference = format::to_pretty(&values).unwrap() + "\n";
         prop_assert_eq!(format::write(Format::OpenAi, &messages).unwrap(), reference);
+        prop_assert_eq!(openai::write_compact(&messages).unwrap(), serde_json::to_string(&values).unwrap());
     }
 
     #[test]

@@ -37,6 +37,73 @@ const TOKEN_SPLIT: [char; 13] = [
     '"', '\'', '`', '(', ')', '[', ']', '{', '}', ',', ';', '|', '=',
 ];
 
+/// Whether each ASCII character splits tokens: whitespace (as
+/// `char::is_whitespace`) or one of [`TOKEN_SPLIT`].
+const SPLITS_ASCII: [bool; 128] = {
+    let mut table = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = matches!(b, 0x09..=0x0D | 0x20);
+        b += 1;
+    }
+    let mut i = 0;
+    while i < TOKEN_SPLIT.len() {
+        table[TOKEN_SPLIT[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+/// The tokens of a text: `text.split(|c| c.is_whitespace() ||
+/// TOKEN_SPLIT.contains(&c))`, empty tokens included, read a byte at a time
+/// (a table for ASCII; only the lead bytes of non-ASCII whitespace decoded).
+fn tokens(text: &str) -> Tokens<'_> {
+    Tokens {
+        text,
+        at: 0,
+        done: false,
+    }
+}
+
+/// The iterator of [`tokens`].
+struct Tokens<'a> {
+    text: &'a str,
+    at: usize,
+    done: bool,
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        if self.done {
+            return None;
+        }
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        for (i, &b) in bytes.iter().enumerate().skip(start) {
+            let width = if b < 0x80 {
+                usize::from(SPLITS_ASCII[usize::from(b)])
+            } else if matches!(b, 0xC2 | 0xE1 | 0xE2 | 0xE3) {
+                // The lead bytes of U+0085, U+00A0, U+1680, U+2000 to
+                // U+205F and U+3000: the only non-ASCII whitespace.
+                match self.text[i..].chars().next() {
+                    Some(c) if c.is_whitespace() => c.len_utf8(),
+                    _ => 0,
+                }
+            } else {
+                0
+            };
+            if width > 0 {
+                self.at = i + width;
+                return Some(&self.text[start..i]);
+            }
+        }
+        self.done = true;
+        Some(&self.text[start..])
+    }
+}
+
 /// The kind of a value kept under Important Values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
@@ -203,7 +270,7 @@ pub fn paths(text: &str) -> Vec<&str> {
     if memchr::memchr(b'/', text.as_bytes()).is_none() {
         return Vec::new();
     }
-    text.split(|c: char| c.is_whitespace() || TOKEN_SPLIT.contains(&c))
+    tokens(text)
         .filter(|token| memchr::memchr(b'/', token.as_bytes()).is_some())
         .filter_map(path_of_token)
         .collect()
@@ -336,7 +403,9 @@ fn without_line_number(line: &str) -> &str {
 /// );
 /// ```
 pub fn identifiers(text: &str) -> Vec<&str> {
-    text.split(|c: char| c.is_whitespace() || TOKEN_SPLIT.contains(&c))
+    tokens(text)
+        // No identifier is under 5 bytes, and trimming only shortens.
+        .filter(|token| token.len() >= 5)
         .map(|token| token.trim_end_matches(['.', ',', ';', ':', '!', '?']))
         .filter(|token| is_identifier(token))
         .collect()
@@ -365,7 +434,7 @@ pub fn quantities(text: &str) -> Vec<&str> {
         // `£` with 0xC2): nothing else starts a quantity.
         i += bytes[i..]
             .iter()
-            .position(|&b| b.is_ascii_digit() || matches!(b, b'$' | 0xE2 | 0xC2))
+            .position(|&b| QUANTITY_START_BYTES[usize::from(b)])
             .unwrap_or(bytes.len() - i);
         if i == bytes.len() {
             break;
@@ -415,6 +484,29 @@ const UNITS: [&str; 49] = [
     "hours", "hour", "days", "day", "weeks", "B", "KB", "kB", "MB", "GB", "TB", "KiB", "MiB",
     "GiB", "TiB", "bytes", "tokens", "words", "lines", "files", "tests", "px", "kg", "km", "miles",
 ];
+
+/// Whether a byte starts one of [`UNITS`].
+const UNIT_FIRST_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < UNITS.len() {
+        table[UNITS[i].as_bytes()[0] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
+/// Whether a byte may start a quantity: a digit, `$`, or the lead byte of
+/// `€` (0xE2) or `£` (0xC2).
+const QUANTITY_START_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = matches!(b as u8, b'0'..=b'9' | b'$' | 0xE2 | 0xC2);
+        b += 1;
+    }
+    table
+};
 
 fn push_all(out: &mut Vec<KeyValue>, kind: ValueKind, values: Vec<&str>) {
     out.extend(values.into_iter().map(|text| KeyValue {
@@ -534,12 +626,13 @@ pub(super) fn json_strings_or_text<'a>(
 }
 
 fn find_scheme(text: &str) -> Option<usize> {
-    let http = text.find("http://");
-    let https = text.find("https://");
-    match (http, https) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    // The first `http` followed by `://` or `s://`: one pass for both.
+    static HTTP: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new("http"));
+    HTTP.find_iter(text.as_bytes()).find(|&at| {
+        let rest = &text.as_bytes()[at + 4..];
+        rest.starts_with(b"://") || rest.starts_with(b"s://")
+    })
 }
 
 /// Strips trailing punctuation from a URL, and closing brackets it does not open.
@@ -599,6 +692,10 @@ fn path_of_token(token: &str) -> Option<&str> {
 
 fn is_identifier(token: &str) -> bool {
     let bytes = token.as_bytes();
+    // Every kind below is 5 to 64 bytes long.
+    if !(5..=64).contains(&bytes.len()) {
+        return false;
+    }
     if !bytes
         .iter()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
@@ -643,6 +740,14 @@ fn number_end(bytes: &[u8], start: usize) -> usize {
 
 /// The length of the unit at the start of `text`, if one ends a word there.
 fn unit_at(text: &str) -> Option<usize> {
+    // Most numbers are followed by no unit's first byte (`,`, `}`, `"`).
+    if !text
+        .as_bytes()
+        .first()
+        .is_some_and(|&b| UNIT_FIRST_BYTES[usize::from(b)])
+    {
+        return None;
+    }
     UNITS
         .iter()
         .filter(|unit| text.starts_with(*unit))
@@ -685,6 +790,47 @@ pub(super) fn cut_chars(text: &str, max: usize) -> &str {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The tokenizer splits as `str::split` with the predicate it stands
+    /// for (issue 23: it replaced it), on every ASCII character and every
+    /// whitespace character.
+    #[test]
+    fn tokens_split_as_the_predicate_does() {
+        let split = |text: &str| -> Vec<String> {
+            text.split(|c: char| c.is_whitespace() || TOKEN_SPLIT.contains(&c))
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut texts: Vec<String> = vec![String::new(), " ".into(), "a".into()];
+        let specials = [
+            '\u{85}',
+            '\u{a0}',
+            '\u{1680}',
+            '\u{2000}',
+            '\u{200a}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{202f}',
+            '\u{205f}',
+            '\u{3000}',
+            '\u{a1}',
+            '\u{e9}',
+            '\u{1681}',
+            '\u{2010}',
+            '\u{2060}',
+            '\u{3001}',
+            '\u{20ac}',
+            '\u{1f600}',
+        ];
+        for c in (0u8..128).map(char::from).chain(specials) {
+            texts.push(format!("x{c}y"));
+            texts.push(format!("{c}{c}ab{c}"));
+        }
+        texts.push("héllo wörld\u{a0}€5 (a/b.rs), [x]=1;\u{3000}end ".into());
+        for text in &texts {
+            assert_eq!(tokens(text).collect::<Vec<_>>(), split(text), "{text:?}");
+        }
+    }
 
     #[test]
     fn key_values_follow_their_definitions() {
@@ -758,6 +904,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn tokens_are_the_split_of_any_text(
+            text in "(a|1|/|\\.| |\t|\n|\"|'|\\(|\\]|,|=|é|\u{a0}|\u{2003}|\u{3000}|\u{2010}|€){0,30}",
+        ) {
+            let split: Vec<&str> = text
+                .split(|c: char| c.is_whitespace() || TOKEN_SPLIT.contains(&c))
+                .collect();
+            prop_assert_eq!(tokens(&text).collect::<Vec<_>>(), split);
+        }
+
         #[test]
         fn one_search_finds_the_error_lines_of_a_search_per_line(
             text in "(error|Failed|ok|\\.|x|\n|\r| |é|Traceback|FAILED){0,30}",

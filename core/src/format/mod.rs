@@ -27,6 +27,7 @@ pub mod anthropic;
 pub mod claude_code;
 pub mod codex;
 pub mod gemini;
+mod json_out;
 pub mod jsonl;
 pub mod langchain;
 mod limits;
@@ -646,9 +647,11 @@ pub fn write(format: Format, messages: &[Message]) -> Result<String, FormatError
     match format {
         Format::Jsonl => Ok(jsonl::to_string(messages)),
         Format::OpenAi => openai::write_document(messages),
-        Format::Anthropic => Ok(pretty(&anthropic::to_request(messages)?)),
-        Format::Responses => Ok(pretty(&Value::Array(responses::to_items(messages)?))),
-        Format::PydanticAi => Ok(pretty(&Value::Array(pydantic_ai::to_messages(messages)?))),
+        Format::Anthropic => Ok(pretty_tree(&anthropic::to_request(messages)?)),
+        Format::Responses => Ok(pretty_tree(&Value::Array(responses::to_items(messages)?))),
+        Format::PydanticAi => Ok(pretty_tree(&Value::Array(pydantic_ai::to_messages(
+            messages,
+        )?))),
         Format::ClaudeCode | Format::Codex | Format::GeminiCli | Format::LangChain => {
             Err(FormatError::new(
                 format,
@@ -773,6 +776,19 @@ fn pretty<T: serde::Serialize + ?Sized>(value: &T) -> String {
     let mut text = to_pretty(value).expect("a Value always serializes");
     text.push('\n');
     text
+}
+
+/// [`pretty`] of a `Value`, its strings escaped by [`json_out`] (faster than
+/// serde_json's escape, issue 23); a text over the indenting cap on the way
+/// is written by [`pretty`] instead, which gives the same text.
+fn pretty_tree(value: &Value) -> String {
+    let mut out = json_out::JsonOut::new(true, 0);
+    if out.tree(value).is_ok() && out.check().is_ok() {
+        let mut text = out.into_string();
+        text.push('\n');
+        return text;
+    }
+    pretty(value)
 }
 
 /// Parses a whole JSON document, with the position of a syntax error.

@@ -32,6 +32,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde::ser::{self, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value, json};
 
+use super::json_out::{JsonOut, OverCap};
 use super::{Format, FormatError, kind_of, parse_document};
 use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_ids};
 
@@ -95,22 +96,32 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
 fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
     // The ids hash the text alone, which nothing below changes.
     let ids = derived_ids("openai", &messages);
-    // Current Chat Completions tool messages carry no `name`: take it from the call.
-    let mut names = std::collections::HashMap::new();
-    // Calls not answered yet, in order (for legacy `function` messages).
-    let mut open: Vec<(String, String)> = Vec::new();
-    for ((index, m), id) in messages.iter_mut().enumerate().zip(ids) {
-        for call in &m.tool_calls {
-            names.insert(call.id.clone(), call.name.clone());
-            open.push((call.id.clone(), call.name.clone()));
-        }
-        if m.role == Role::Tool {
-            match &m.tool_call_id {
-                Some(id) => open.retain(|(open_id, _)| open_id != id),
+    // What the tool messages take from their calls, found first with the
+    // calls borrowed: (message, the call id of a legacy `function`
+    // message, the tool's name where the message has none).
+    let mut fills: Vec<(usize, Option<String>, Option<String>)> = Vec::new();
+    {
+        // Current Chat Completions tool messages carry no `name`: take it from the call.
+        let mut names: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+        // Calls not answered yet, in order (for legacy `function` messages).
+        let mut open: Vec<(&str, &str)> = Vec::new();
+        for (index, m) in messages.iter().enumerate() {
+            for call in &m.tool_calls {
+                names.insert(&call.id, &call.name);
+                open.push((&call.id, &call.name));
+            }
+            if m.role != Role::Tool {
+                continue;
+            }
+            let legacy = match &m.tool_call_id {
+                Some(id) => {
+                    open.retain(|(open_id, _)| open_id != id);
+                    None
+                }
                 // A legacy `function` message: the earliest open call of its name.
                 None => {
                     let name = m.tool_name.as_deref().unwrap_or_default();
-                    let Some(at) = open.iter().position(|(_, n)| n == name) else {
+                    let Some(at) = open.iter().position(|(_, n)| *n == name) else {
                         return Err(FormatError::new(
                             FORMAT,
                             format!(
@@ -121,20 +132,167 @@ fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
                         .at_message(index)
                         .at_field("name"));
                     };
-                    m.tool_call_id = Some(open.remove(at).0);
+                    Some(open.remove(at).0.to_owned())
                 }
-            }
-            if m.tool_name.is_none() {
-                m.tool_name = m
-                    .tool_call_id
-                    .as_ref()
+            };
+            let name = if m.tool_name.is_none() {
+                legacy
+                    .as_deref()
+                    .or(m.tool_call_id.as_deref())
                     .and_then(|id| names.get(id))
-                    .cloned();
+                    .map(|name| (*name).to_owned())
+            } else {
+                None
+            };
+            if legacy.is_some() || name.is_some() {
+                fills.push((index, legacy, name));
             }
         }
+    }
+    for (index, legacy, name) in fills {
+        let m = &mut messages[index];
+        if legacy.is_some() {
+            m.tool_call_id = legacy;
+        }
+        if name.is_some() {
+            m.tool_name = name;
+        }
+    }
+    for (m, id) in messages.iter_mut().zip(ids) {
         m.id = id;
     }
     Ok(messages)
+}
+
+/// `tool_calls` read by the typed route: an array of objects, each with a
+/// string `id` and a `function` object with a string `name` and
+/// `arguments` (text, or any value written as compact JSON, or absent or
+/// `null` for none); other fields are skipped. Anything else (a repeated
+/// field too) fails, and the generic route reads the document.
+struct TypedToolCalls(Vec<ToolCall>);
+
+impl<'de> de::Deserialize<'de> for TypedToolCalls {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CallsVisitor;
+        impl<'de> Visitor<'de> for CallsVisitor {
+            type Value = TypedToolCalls;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of tool calls")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TypedToolCalls, A::Error> {
+                let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(call) = seq.next_element::<TypedToolCall>()? {
+                    calls.push(call.0);
+                }
+                Ok(TypedToolCalls(calls))
+            }
+        }
+        deserializer.deserialize_seq(CallsVisitor)
+    }
+}
+
+/// One tool call of [`TypedToolCalls`].
+struct TypedToolCall(ToolCall);
+
+impl<'de> de::Deserialize<'de> for TypedToolCall {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CallVisitor;
+        impl<'de> Visitor<'de> for CallVisitor {
+            type Value = TypedToolCall;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tool call")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypedToolCall, A::Error> {
+                let mut id: Option<String> = None;
+                let mut function: Option<(String, String)> = None;
+                while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()? {
+                    match key.0.as_ref() {
+                        "id" if id.is_none() => id = Some(map.next_value()?),
+                        "function" if function.is_none() => {
+                            function = Some(map.next_value::<TypedFunction>()?.0);
+                        }
+                        "id" | "function" => return Err(de::Error::custom("a repeated field")),
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let id = id.ok_or_else(|| de::Error::custom("no `id`"))?;
+                let (name, arguments) =
+                    function.ok_or_else(|| de::Error::custom("no `function`"))?;
+                Ok(TypedToolCall(ToolCall {
+                    id,
+                    name,
+                    arguments,
+                }))
+            }
+        }
+        deserializer.deserialize_map(CallVisitor)
+    }
+}
+
+/// A tool call's `function` (`name`, `arguments`) for [`TypedToolCall`].
+struct TypedFunction((String, String));
+
+impl<'de> de::Deserialize<'de> for TypedFunction {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FunctionVisitor;
+        impl<'de> Visitor<'de> for FunctionVisitor {
+            type Value = TypedFunction;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a function")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypedFunction, A::Error> {
+                let mut name: Option<String> = None;
+                let mut arguments: Option<Value> = None;
+                while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()? {
+                    match key.0.as_ref() {
+                        "name" if name.is_none() => name = Some(map.next_value()?),
+                        "arguments" if arguments.is_none() => arguments = Some(map.next_value()?),
+                        "name" | "arguments" => {
+                            return Err(de::Error::custom("a repeated field"));
+                        }
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let name = name.ok_or_else(|| de::Error::custom("no `name`"))?;
+                let arguments = match arguments {
+                    Some(Value::String(text)) => text,
+                    other => arguments_text(other.as_ref()),
+                };
+                Ok(TypedFunction((name, arguments)))
+            }
+        }
+        deserializer.deserialize_map(FunctionVisitor)
+    }
+}
+
+/// A string borrowed from the document when it has no escapes, else owned.
+/// (serde's `Cow<str>` is always owned.)
+struct BorrowedOrOwned<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for BorrowedOrOwned<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = BorrowedOrOwned<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(BorrowedOrOwned(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(BorrowedOrOwned(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(BorrowedOrOwned(std::borrow::Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor)
+    }
 }
 
 /// The role of a message, and whether it was spelt `developer` (kept as an
@@ -295,7 +453,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
         let mut messages = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()?.map(|key| key.0) {
             match key.as_ref() {
                 "messages" => messages = Some(map.next_value_seed(MessagesSeed)?),
                 // An Anthropic request: detection's to tell.
@@ -368,15 +526,19 @@ impl<'de> Visitor<'de> for MessageSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
-        let mut role_name: Option<String> = None;
+        let mut role_name: Option<std::borrow::Cow<'de, str>> = None;
         let mut content: Option<Value> = None;
         let mut text: Option<String> = None;
-        let mut tool_calls: Option<Value> = None;
+        let mut tool_calls: Option<Vec<ToolCall>> = None;
         let mut function_call: Option<Value> = None;
         let mut tool_call_id: Option<Option<String>> = None;
         let mut reasoning: Option<Option<String>> = None;
         let mut extra = Map::new();
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        // `name`, and where it came among the extras: a tool's name, else a
+        // participant's, kept in its place (held apart so that a tool
+        // message builds no map of extras).
+        let mut name: Option<(usize, Value)> = None;
+        while let Some(key) = map.next_key::<BorrowedOrOwned<'de>>()?.map(|key| key.0) {
             // A repeated field: the generic route's (last one wins, where the
             // first one was) is the one to follow.
             let repeated = match key.as_ref() {
@@ -394,15 +556,23 @@ impl<'de> Visitor<'de> for MessageSeed {
                 return Err(de::Error::custom("a repeated field"));
             }
             match key.as_ref() {
-                "role" => role_name = Some(map.next_value()?),
+                "role" => role_name = Some(map.next_value::<BorrowedOrOwned<'de>>()?.0),
                 "content" => match map.next_value::<Value>()? {
                     Value::String(s) => text = Some(s),
                     other => content = Some(other),
                 },
-                "tool_calls" => tool_calls = Some(map.next_value()?),
+                "tool_calls" => tool_calls = Some(map.next_value::<TypedToolCalls>()?.0),
                 "function_call" => function_call = Some(map.next_value()?),
                 "tool_call_id" => tool_call_id = Some(map.next_value()?),
                 "reasoning_content" => reasoning = Some(map.next_value()?),
+                // Repeated, the last value in the first place (as a map keeps it).
+                "name" => {
+                    let value: Value = map.next_value()?;
+                    match &mut name {
+                        Some((_, kept)) => *kept = value,
+                        None => name = Some((extra.len(), value)),
+                    }
+                }
                 _ => {
                     let value: Value = map.next_value()?;
                     extra.insert(key.into_owned(), value);
@@ -423,7 +593,7 @@ impl<'de> Visitor<'de> for MessageSeed {
             Some(_) => return Err(de::Error::custom("bad `content`")),
         }
         if let Some(calls) = tool_calls {
-            m.tool_calls = tool_calls_from_value(calls).map_err(fail)?;
+            m.tool_calls = calls;
         }
         match function_call {
             Some(call) if role == Role::Assistant => m
@@ -435,12 +605,14 @@ impl<'de> Visitor<'de> for MessageSeed {
         }
         m.tool_call_id = tool_call_id.flatten();
         if role == Role::Tool {
-            m.tool_name = match extra.shift_remove("name") {
+            m.tool_name = match name.map(|(_, value)| value) {
                 None | Some(Value::Null) => None,
                 Some(Value::String(name)) => Some(name),
                 Some(_) => return Err(de::Error::custom("bad `name`")),
             };
             check_tool_message(&m, &role_name).map_err(fail)?;
+        } else if let Some((at, value)) = name {
+            extra.shift_insert(at, "name".into(), value);
         }
         if let Some(text) = reasoning.flatten() {
             m.reasoning = Some(Reasoning {
@@ -453,7 +625,7 @@ impl<'de> Visitor<'de> for MessageSeed {
             return Err(de::Error::custom("`parts` without `content`"));
         }
         if role_name == "developer" {
-            extra.shift_insert(0, "role".into(), Value::String(role_name));
+            extra.shift_insert(0, "role".into(), Value::String(role_name.into_owned()));
         }
         if !extra.is_empty() {
             m.metadata.insert(EXTRA_KEY.into(), Value::Object(extra));
@@ -663,7 +835,194 @@ fn message_to_value(m: &Message) -> Result<Value, FormatError> {
 /// on the way.
 pub(crate) fn write_document(messages: &[Message]) -> Result<String, FormatError> {
     check_writable(messages)?;
+    let mut out = JsonOut::new(true, size_hint(messages));
+    if write_messages(&mut out, messages).is_ok() && out.check().is_ok() {
+        let mut text = out.into_string();
+        text.push('\n');
+        return Ok(text);
+    }
+    // Over the indenting cap on the way: measured and written as
+    // `to_pretty` does (compact when the whole indented text is over it).
     Ok(super::pretty(&MessagesOut(messages)))
+}
+
+/// About the length of the written text: its strings, and room for the rest.
+fn size_hint(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| {
+            m.content.len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.arguments.len() + 96)
+                    .sum::<usize>()
+                + 64
+        })
+        .sum::<usize>()
+        .saturating_mul(9)
+        / 8
+}
+
+/// Messages as [`MessagesOut`] serializes them, written straight (a faster
+/// string escape than serde_json's: the writing of a view was mostly that);
+/// `Err` once an indented text is over the cap, checked after each message,
+/// part and tool call and inside kept fields.
+fn write_messages(out: &mut JsonOut, messages: &[Message]) -> Result<(), OverCap> {
+    out.begin_array();
+    for m in messages {
+        out.element();
+        write_message(out, m)?;
+        out.check()?;
+    }
+    out.end_array();
+    Ok(())
+}
+
+/// One message as [`MessageOut`] serializes it.
+fn write_message(out: &mut JsonOut, m: &Message) -> Result<(), OverCap> {
+    let extra = match m.metadata.get(EXTRA_KEY) {
+        Some(Value::Object(extra)) => Some(extra),
+        _ => None,
+    };
+    let developer = extra.is_some_and(|extra| {
+        extra
+            .iter()
+            .any(|(key, value)| is_developer_role(key, value, m.role))
+    });
+    out.begin_object();
+    out.field(
+        "role",
+        if developer {
+            "developer"
+        } else {
+            m.role.as_str()
+        },
+    );
+    out.key("content");
+    if !m.parts.is_empty() {
+        out.begin_array();
+        if !m.content.is_empty() {
+            out.element();
+            write_typed(out, "text", "text", |out| out.string(&m.content));
+        }
+        for part in &m.parts {
+            out.element();
+            write_part(out, part);
+            out.check()?;
+        }
+        out.end_array();
+    } else if m.content.is_empty() && m.has_tool_calls() {
+        out.null();
+    } else {
+        out.string(&m.content);
+    }
+    if m.has_tool_calls() {
+        out.key("tool_calls");
+        out.begin_array();
+        for call in &m.tool_calls {
+            out.element();
+            out.begin_object();
+            out.field("id", &call.id);
+            out.field("type", "function");
+            out.key("function");
+            out.begin_object();
+            out.field("name", &call.name);
+            out.field("arguments", &call.arguments);
+            out.end_object();
+            out.end_object();
+            out.check()?;
+        }
+        out.end_array();
+    }
+    if let Some(id) = &m.tool_call_id {
+        out.field("tool_call_id", id);
+    }
+    if m.role == Role::Tool
+        && let Some(name) = &m.tool_name
+    {
+        out.field("name", name);
+    }
+    if let Some(reasoning) = m.reasoning.as_ref().filter(|r| !r.redacted) {
+        out.field("reasoning_content", &reasoning.text);
+    }
+    for (key, value) in extra.into_iter().flatten() {
+        if !written_by_host(key, m.role) {
+            out.key(key);
+            out.value(value)?;
+        }
+    }
+    out.end_object();
+    Ok(())
+}
+
+/// `{"type": kind, key: body}`, as [`TypedOut`] serializes it.
+fn write_typed(out: &mut JsonOut, kind: &str, key: &str, body: impl FnOnce(&mut JsonOut)) {
+    out.begin_object();
+    out.field("type", kind);
+    out.key(key);
+    body(out);
+    out.end_object();
+}
+
+/// String fields in an object, as [`FieldsOut`] serializes them.
+fn write_fields(out: &mut JsonOut, fields: &[(&str, &str)]) {
+    out.begin_object();
+    for (key, value) in fields {
+        out.field(key, value);
+    }
+    out.end_object();
+}
+
+/// One content part as [`PartOut`] serializes it (a media path is refused
+/// before: `check_writable`).
+fn write_part(out: &mut JsonOut, part: &Part) {
+    match part {
+        Part::Text { text } => write_typed(out, "text", "text", |out| out.string(text)),
+        Part::Image {
+            source: MediaRef::Url(url),
+            ..
+        } => write_typed(out, "image_url", "image_url", |out| {
+            write_fields(out, &[("url", url)]);
+        }),
+        Part::Image {
+            source: MediaRef::Path(_),
+            ..
+        } => unreachable!("refused by check_writable"),
+        Part::File { name, path, .. } => {
+            if let Some((format, data)) = audio_data(name, path) {
+                return write_typed(out, "input_audio", "input_audio", |out| {
+                    write_fields(out, &[("data", data), ("format", format)]);
+                });
+            }
+            let key = if path.starts_with("data:") {
+                "file_data"
+            } else {
+                "file_id"
+            };
+            write_typed(out, "file", "file", |out| {
+                write_fields(out, &[("filename", name), (key, path)]);
+            });
+        }
+    }
+}
+
+/// Writes messages as compact Chat Completions JSON on one line (no final
+/// newline), as a request body carries its `messages`: the same as
+/// `serde_json::to_string` of [`to_values`], serialized straight from the
+/// messages.
+///
+/// ```
+/// use agent_host_core::Message;
+/// use agent_host_core::format::openai::write_compact;
+///
+/// let text = write_compact(&[Message::user("hi")]).unwrap();
+/// assert_eq!(text, r#"[{"role":"user","content":"hi"}]"#);
+/// ```
+pub fn write_compact(messages: &[Message]) -> Result<String, FormatError> {
+    check_writable(messages)?;
+    let mut out = JsonOut::new(false, size_hint(messages));
+    write_messages(&mut out, messages).expect("compact text has no cap");
+    Ok(out.into_string())
 }
 
 /// The first error [`to_values`] would give for `messages`: an image held as
@@ -989,6 +1348,29 @@ mod tests {
         Ok(crate::format::to_pretty(&values).unwrap() + "\n")
     }
 
+    /// Kept fields that put the indented text over the cap of `to_pretty`:
+    /// the writer that escapes strings itself gives up and writes the text
+    /// the exact way (issue 23), compact when the whole is over the cap,
+    /// indented when only a part was.
+    #[test]
+    fn a_text_over_the_indenting_cap_is_written_as_to_values_is() {
+        let deep: Value =
+            serde_json::from_str(&format!("{}{}", "[".repeat(120), "]".repeat(120))).unwrap();
+        let mut nested = json!("x".repeat(200_000));
+        for _ in 0..100 {
+            nested = json!([nested]);
+        }
+        for (extra, indented) in [(deep, false), (nested, true)] {
+            let mut m = Message::user("hi \"there\"");
+            m.metadata
+                .insert(EXTRA_KEY.into(), json!({"x-a": extra, "x-b": "after"}));
+            let messages = [Message::system("be brief"), m, Message::user("bye")];
+            let text = crate::format::write(FORMAT, &messages).unwrap();
+            assert_eq!(text, written_through_values(&messages).unwrap());
+            assert_eq!(text.starts_with("[\n"), indented);
+        }
+    }
+
     #[test]
     fn the_writer_writes_what_to_values_builds_for_every_part_and_extra() {
         let mut messages = parse(
@@ -1019,6 +1401,11 @@ mod tests {
             written_through_values(&messages).unwrap()
         );
         assert_eq!(crate::format::write(FORMAT, &[]).unwrap(), "[]\n");
+        // Compact: `to_values` on one line.
+        assert_eq!(
+            write_compact(&messages).unwrap(),
+            serde_json::to_string(&to_values(&messages).unwrap()).unwrap()
+        );
         // An image held as a media path is refused with the same error.
         messages[1].parts.push(Part::Image {
             source: MediaRef::Path("media/a.png".into()),
@@ -1026,6 +1413,7 @@ mod tests {
         });
         let e = crate::format::write(FORMAT, &messages).unwrap_err();
         assert_eq!(e, written_through_values(&messages).unwrap_err());
+        assert_eq!(e, write_compact(&messages).unwrap_err());
         assert_eq!(e.location.message, Some(1));
         assert_eq!(e.location.block, Some(5));
     }
@@ -1235,6 +1623,11 @@ mod tests {
     fn both_routes_read_the_same_messages() {
         let documents = [
             json!([{"role": "developer", "x": 1, "content": "a", "name": "n"}]),
+            json!([{"a": 1, "name": "ann", "role": "user", "b": 2, "content": "hi"},
+                   {"role": "assistant", "content": "", "tool_calls": [
+                       {"id": "c", "function": {"name": "f", "arguments": "{}"}}]},
+                   {"name": "f", "role": "tool", "x": [1], "tool_call_id": "c", "content": "ok"},
+                   {"role": "tool", "tool_call_id": "c", "name": null, "content": "again"}]),
             json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "t"}]}]}),
             json!([{"role": "assistant", "content": null, "refusal": null,
                     "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}],
@@ -1243,18 +1636,45 @@ mod tests {
             json!([{"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}},
                    {"role": "function", "name": "f", "content": "1"}]),
             json!([{"role": "user", "content": "hi", "tool_call_id": null}]),
+            // Tool calls read typed (issue 23): arguments absent, `null`,
+            // text with escapes, a value; fields skipped at each level.
+            json!([{"role": "assistant", "content": "", "tool_calls": [
+                {"id": "a", "function": {"name": "f"}},
+                {"id": "b", "index": 1, "function": {"name": "g", "arguments": null, "x": [1]}},
+                {"id": "c\"d", "type": "function", "function": {"name": "h\n", "arguments": "{\"k\": \"\\/\"}"}},
+                {"type": "function", "id": "e", "function": {"arguments": [1, {"b": null}], "name": "i"}}]}]),
         ];
         for document in documents {
             let text = serde_json::to_string_pretty(&document).unwrap();
             let typed = parse_typed(&text).unwrap_or_else(|| panic!("typed route refused {text}"));
             assert_eq!(typed, from_value(document).unwrap(), "{text}");
         }
+        // A repeated `name`: the last value, in the first one's place.
+        let text = r#"[{"role": "user", "name": "a", "x": 1, "name": "b", "content": "hi"}]"#;
+        let typed = parse_typed(text).expect("the typed route takes a repeated name");
+        assert_eq!(
+            typed,
+            from_value(serde_json::from_str(text).unwrap()).unwrap()
+        );
+        assert_eq!(
+            typed[0].metadata[EXTRA_KEY],
+            json!({"name": "b", "x": 1}),
+            "{:?}",
+            typed[0].metadata
+        );
         for refused in [
             r#"[{"role": "user", "content": "a", "content": "b"}]"#,
+            r#"[{"role": "tool", "tool_call_id": "c", "name": 1, "content": "a"}]"#,
             r#"[{"type": "message", "role": "user", "content": "a"}]"#,
             r#"{"system": "s", "messages": []}"#,
             r#"[{"role": "user", "function_call": {"name": "f"}}]"#,
             r#"[{"role": "robot"}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a", "id": "b", "function": {"name": "f"}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "name": "g"}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": 1, "function": {"name": "f"}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": null}}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": [{"id": "a"}]}]"#,
+            r#"[{"role": "assistant", "tool_calls": {"id": "a"}}]"#,
         ] {
             assert!(parse_typed(refused).is_none(), "{refused}");
         }

@@ -106,9 +106,7 @@ struct Measured<'a> {
 
 impl io::Write for Measured<'_> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        let len = self.out.len() + bytes.len();
-        let compact = len - self.added.get();
-        if len > compact.saturating_mul(4).saturating_add(4096) {
+        if !within_cap(self.out.len() + bytes.len(), self.added.get()) {
             return Err(io::Error::other("over the cap"));
         }
         self.out.extend_from_slice(bytes);
@@ -119,13 +117,23 @@ impl io::Write for Measured<'_> {
     }
 }
 
+/// Whether an indented text `len` bytes long, `added` of them indentation,
+/// is within four times its compact length plus 4 KiB.
+pub(super) fn within_cap(len: usize, added: usize) -> bool {
+    let compact = len - added;
+    len <= compact.saturating_mul(4).saturating_add(4096)
+}
+
 /// serde_json's `PrettyFormatter` (two spaces a level), byte for byte, that
 /// adds to `added` the bytes it writes beyond the compact text (line
 /// breaks, indentation, the space after a colon) before writing them.
-struct Indenting<'a> {
-    level: usize,
-    has_value: bool,
-    added: &'a Cell<usize>,
+pub(super) struct Indenting<'a> {
+    /// The depth written at.
+    pub(super) level: usize,
+    /// Whether the innermost array or object has a value yet.
+    pub(super) has_value: bool,
+    /// The bytes written beyond the compact text so far.
+    pub(super) added: &'a Cell<usize>,
 }
 
 /// Spaces to indent with, written a slice at a time.
