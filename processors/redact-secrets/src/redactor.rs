@@ -922,7 +922,7 @@ pub(crate) mod tests {
 
     /// Texts made of pieces that hold secrets, near misses and the bytes
     /// kinds start with, in a pseudo-random order.
-    fn mixed_texts() -> Vec<String> {
+    pub(crate) fn mixed_texts() -> Vec<String> {
         let pieces = [
             openai(),
             anthropic(),
