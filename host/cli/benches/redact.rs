@@ -31,6 +31,7 @@
 //! byte the native one's, and the peer found as many secrets of each kind.
 #![allow(missing_docs)]
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -135,8 +136,14 @@ fn end_to_end(
     }
 }
 
-/// The sandboxed call, panicking on a failure.
-fn sandboxed(runtime: &Runtime, processor: &Processor, messages: Vec<Message>) -> Vec<Message> {
+/// The sandboxed call, panicking on a failure; adds the call's own time
+/// (instantiation and call, from its report) to `called`.
+fn sandboxed(
+    runtime: &Runtime,
+    processor: &Processor,
+    messages: Vec<Message>,
+    called: &Cell<f64>,
+) -> Vec<Message> {
     let outcome = runtime.run(
         std::slice::from_ref(processor),
         &RunInfo::default(),
@@ -145,6 +152,7 @@ fn sandboxed(runtime: &Runtime, processor: &Processor, messages: Vec<Message>) -
     if let Some(error) = &outcome.reports[0].error {
         panic!("redact-secrets failed: {error}");
     }
+    called.set(called.get() + outcome.reports[0].time_ms);
     outcome.messages
 }
 
@@ -283,7 +291,9 @@ fn main() {
     for (runtime, loaded) in &runtimes {
         let out = dir.path().join("check");
         std::fs::create_dir_all(&out).unwrap();
-        end_to_end(&inputs, &out, |m| sandboxed(runtime, loaded, m));
+        end_to_end(&inputs, &out, |m| {
+            sandboxed(runtime, loaded, m, &Cell::new(0.0))
+        });
         for input in &inputs {
             let name = input.file_name().unwrap();
             let (a, b) = (
@@ -363,6 +373,8 @@ fn main() {
     // `BENCH_WAY=N` times way N alone (to profile it), without the peer.
     let only: Option<usize> = std::env::var("BENCH_WAY").ok().and_then(|w| w.parse().ok());
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); ways.len()];
+    // The sandboxed calls' own time, per round, of ways 1 and 2.
+    let mut calls: Vec<Vec<f64>> = vec![Vec::new(); 2];
     for round in 0..rounds {
         for (w, time) in times.iter_mut().enumerate() {
             if only.is_some_and(|o| o != w) {
@@ -377,7 +389,9 @@ fn main() {
                 0 => cli(&out),
                 1 | 2 => {
                     let (runtime, loaded) = &runtimes[w - 1];
-                    end_to_end(&inputs, &out, |m| sandboxed(runtime, loaded, m));
+                    let called = Cell::new(0.0);
+                    end_to_end(&inputs, &out, |m| sandboxed(runtime, loaded, m, &called));
+                    calls[w - 1].push(called.get());
                 }
                 3 => native(&out, &mut vec![0; counts.len()]),
                 _ => end_to_end(&inputs, &out, |m| m),
@@ -386,6 +400,16 @@ fn main() {
             std::fs::remove_dir_all(&out).unwrap();
         }
     }
+    let report_calls = || {
+        for (w, called) in calls.iter().enumerate().filter(|(_, c)| !c.is_empty()) {
+            println!(
+                "{}: the {} calls themselves (instantiate and call, from the reports): median {:.1} ms",
+                ways[w + 1],
+                inputs.len(),
+                median(called.clone())
+            );
+        }
+    };
     if let Some(w) = only {
         println!(
             "{}: median {:.1} ms, min {:.1} ms",
@@ -393,6 +417,7 @@ fn main() {
             median(times[w].clone()),
             min(&times[w])
         );
+        report_calls();
         return;
     }
     let peer_after = peer(&inputs_dir, rounds);
@@ -432,6 +457,7 @@ fn main() {
             mib / (medians[w] / 1e3)
         );
     }
+    report_calls();
     println!();
     if let Some(peer) = peer_median {
         let peer = median(peer);
