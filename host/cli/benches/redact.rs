@@ -3,7 +3,9 @@
 //! built natively, on the same files, in one run (issue 23).
 //!
 //! `cargo bench -p agent-host --bench redact` (`BENCH_ROUNDS`, default 10;
-//! `PEER_PYTHON`, default `python3`; `bash benches/peers/run.sh` runs it too).
+//! `PEER_PYTHON`, default `python3`; `BENCH_PROCESSOR`, another build of the
+//! component to measure; `BENCH_WAY=N`, way N alone, without the peer, to
+//! profile it; `bash benches/peers/run.sh redact` runs it too).
 //!
 //! The inputs: every corpus history (the tau-bench trajectories and the
 //! Claude Code sessions) written as an OpenAI chat document, one file each,
@@ -268,7 +270,13 @@ fn main() {
         .collect();
     println!("native redact-secrets: {native_counts:?}");
 
-    let processor = util::standard_processor("redact-secrets");
+    // `BENCH_PROCESSOR`: another build of redact-secrets to measure (to
+    // compare a change's before and after in one session).
+    let processor = match std::env::var_os("BENCH_PROCESSOR") {
+        Some(path) => PathBuf::from(path),
+        None => util::standard_processor("redact-secrets"),
+    };
+    println!("component: {}", processor.display());
     let cache = dir.path().join("cache");
     let mut options = ProcessorOptions {
         config: Some("{}".into()),

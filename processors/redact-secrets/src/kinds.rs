@@ -433,7 +433,7 @@ mod tests {
             let placeholder = format!("[REDACTED:{}]", kind.name());
             for (at, _) in placeholder.char_indices() {
                 for k in BUILTINS.into_iter().filter(|k| *k != Builtin::Email) {
-                    let rest = placeholder[at..].as_bytes();
+                    let rest = &placeholder.as_bytes()[at..];
                     assert!(
                         !(k.triggered(rest) && k.may_match(rest)),
                         "{placeholder} at {at}: {}",
