@@ -444,6 +444,25 @@ mod tests {
         }
     }
 
+    /// The scan's prefilter stops where a kind has the pair of bytes there,
+    /// from a table of first bytes and one of second bytes: exact only when
+    /// each kind's pairs are all its first bytes with all its second ones;
+    /// and every literal starts with one of its pairs.
+    #[test]
+    fn each_kind_pairs_every_first_byte_with_every_second() {
+        for kind in BUILTINS.into_iter().filter(|k| *k != Builtin::Email) {
+            let pairs = kind.first_pairs();
+            for [a, _] in pairs {
+                for [_, b] in pairs {
+                    assert!(pairs.contains(&[*a, *b]), "{}: {a} {b}", kind.name());
+                }
+            }
+            for [a, _] in pairs {
+                assert!(kind.first_bytes().contains(a), "{}", kind.name());
+            }
+        }
+    }
+
     #[test]
     fn names_round_trip_and_follow_the_order() {
         for (i, kind) in BUILTINS.into_iter().enumerate() {
