@@ -8,7 +8,7 @@ write the result to a file of its own).
 DIR holds OpenAI chat documents (`*.json`, a list of messages), as the agent-host
 bench writes them before it runs this script, so both sides read the same bytes.
 Without DIR, the corpus' tau-bench trajectories are the inputs, each written to a
-temporary folder first (`json.dumps` of its `traj`, as `serde_json` writes it).
+temporary folder first (a compact `json.dumps` of its `traj`).
 
 The texts of a message are the ones redact-secrets scans: `content` (a string, or
 the `text` of each text part), `reasoning_content`, and each tool call's
@@ -24,14 +24,16 @@ and at each position the first kind that matches wins, so matches never overlap
 (here a URL password holding an OpenAI key is replaced twice, once per kind), and
 `Bearer sk-...` is an `openai-key` there by a rule, here because the `openai-key`
 pass ran first. Where a check made on the match fails, the pass goes on after
-the match, where redact-secrets goes on at the next character. The bench
-compares the counts per kind on its inputs.
+the match, where redact-secrets goes on at the next character. The boundary
+looks at the input's character before a match, redact-secrets' at the output's
+(the placeholder's last one right after a replacement). The bench compares the
+counts per kind on its inputs.
 
 The results go to a temporary folder (in PEER_TMP when set; the bench puts it
 beside the inputs), each timed run into a folder of its own.
 
 Prints each kind's count (a line `counts {json}`, which the bench reads), then
-the median and minimum of RUNS timed runs, and MiB/s of input.
+the median and minimum of PEER_RUNS (default 10) timed runs, and MiB/s of input.
 """
 
 import json
