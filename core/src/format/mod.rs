@@ -788,6 +788,8 @@ fn pretty_tree(value: &Value) -> String {
         text.push('\n');
         return text;
     }
+    // The partial text freed before the text is written again.
+    drop(out);
     pretty(value)
 }
 

@@ -213,7 +213,7 @@ impl<'de> de::Deserialize<'de> for TypedToolCall {
                         }
                         "id" | "function" => return Err(de::Error::custom("a repeated field")),
                         _ => {
-                            map.next_value::<de::IgnoredAny>()?;
+                            map.next_value::<Value>()?;
                         }
                     }
                 }
@@ -253,7 +253,7 @@ impl<'de> de::Deserialize<'de> for TypedFunction {
                             return Err(de::Error::custom("a repeated field"));
                         }
                         _ => {
-                            map.next_value::<de::IgnoredAny>()?;
+                            map.next_value::<Value>()?;
                         }
                     }
                 }
@@ -842,7 +842,9 @@ pub(crate) fn write_document(messages: &[Message]) -> Result<String, FormatError
         return Ok(text);
     }
     // Over the indenting cap on the way: measured and written as
-    // `to_pretty` does (compact when the whole indented text is over it).
+    // `to_pretty` does (compact when the whole indented text is over it),
+    // the partial text freed first.
+    drop(out);
     Ok(super::pretty(&MessagesOut(messages)))
 }
 
@@ -1677,6 +1679,22 @@ mod tests {
             r#"[{"role": "assistant", "tool_calls": {"id": "a"}}]"#,
         ] {
             assert!(parse_typed(refused).is_none(), "{refused}");
+        }
+        // What the generic route refuses in a call's other fields, the typed
+        // route refuses too: they are read as values, not skipped.
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for field in ["1e400", r#""\ud800""#, deep.as_str()] {
+            for text in [
+                format!(
+                    r#"[{{"role": "assistant", "tool_calls": [{{"id": "a", "x": {field}, "function": {{"name": "f"}}}}]}}]"#
+                ),
+                format!(
+                    r#"[{{"role": "assistant", "tool_calls": [{{"id": "a", "function": {{"name": "f", "x": {field}}}}}]}}]"#
+                ),
+            ] {
+                assert!(parse_typed(&text).is_none(), "{text}");
+                assert!(parse(&text).is_err(), "{text}");
+            }
         }
     }
 }
