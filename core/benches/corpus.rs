@@ -94,6 +94,13 @@ fn written_format(read: Format) -> Format {
     }
 }
 
+/// An input's messages, read as the benches time it.
+fn read(input: &Input) -> Vec<Message> {
+    format::parse(input.format, black_box(&input.text))
+        .expect("parses")
+        .messages
+}
+
 fn bench(c: &mut Criterion) {
     let Some(dir) = corpus_dir() else {
         eprintln!("SKIPPED: no corpus beside this checkout (set AGENT_HOST_CORPUS)");
@@ -126,17 +133,7 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Bytes(bytes as u64));
     group.bench_function("parse", |b| {
-        b.iter(|| {
-            inputs
-                .iter()
-                .map(|i| {
-                    format::parse(i.format, black_box(&i.text))
-                        .expect("parses")
-                        .messages
-                        .len()
-                })
-                .sum::<usize>()
-        })
+        b.iter(|| inputs.iter().map(|i| read(i).len()).sum::<usize>())
     });
     group.bench_function("pipeline_8k", |b| {
         b.iter_batched(
@@ -159,9 +156,7 @@ fn bench(c: &mut Criterion) {
             inputs
                 .iter()
                 .map(|i| {
-                    let log = format::parse(i.format, black_box(&i.text))
-                        .expect("parses")
-                        .messages;
+                    let log = read(i);
                     let view = compact(&log, None, &config, &counter, Some(&summarizer), now).view;
                     format::write(written_format(i.format), &view)
                         .expect("writes")
@@ -183,16 +178,7 @@ fn bench(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Bytes(tau_bytes as u64));
     group.bench_function("tau_parse", |b| {
-        b.iter(|| {
-            tau.iter()
-                .map(|i| {
-                    format::parse(i.format, black_box(&i.text))
-                        .expect("parses")
-                        .messages
-                        .len()
-                })
-                .sum::<usize>()
-        })
+        b.iter(|| tau.iter().map(|i| read(i).len()).sum::<usize>())
     });
     // Like for like with the peer: repair and packing only (what
     // `trim_messages` does), the view written compact, as `json.dumps` writes
@@ -202,9 +188,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             tau.iter()
                 .map(|i| {
-                    let log = format::parse(i.format, black_box(&i.text))
-                        .expect("parses")
-                        .messages;
+                    let log = read(i);
                     let view = compact(&log, None, &trim, &counter, None, now).view;
                     openai::write_compact(&view).expect("writes").len()
                 })
@@ -215,9 +199,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             tau.iter()
                 .map(|i| {
-                    let log = format::parse(i.format, black_box(&i.text))
-                        .expect("parses")
-                        .messages;
+                    let log = read(i);
                     let view = compact(&log, None, &config, &counter, Some(&summarizer), now).view;
                     format::write(i.format, &view).expect("writes").len()
                 })

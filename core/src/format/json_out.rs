@@ -10,11 +10,10 @@
 //! control characters; nothing else is escaped.
 
 use std::cell::Cell;
-use std::io;
 
 use serde_json::Value;
 
-use super::pretty::{Indenting, within_cap};
+use super::pretty::{Indenting, Measured, within_cap};
 
 /// The text over the indenting cap of [`to_pretty`](super::to_pretty) so
 /// far: the caller writes it again the exact way.
@@ -127,7 +126,7 @@ impl JsonOut {
             return serde_json::to_writer(&mut self.out, value).map_err(|_| OverCap);
         }
         let added = Cell::new(self.added);
-        let mut writer = CappedVec {
+        let mut writer = Measured {
             out: &mut self.out,
             added: &added,
         };
@@ -193,26 +192,6 @@ impl JsonOut {
             self.out.resize(self.out.len() + spaces, b' ');
             self.added += 1 + spaces;
         }
-    }
-}
-
-/// Appends to a text while it stays within the indenting cap, as
-/// `pretty::Measured` does.
-struct CappedVec<'a> {
-    out: &'a mut Vec<u8>,
-    added: &'a Cell<usize>,
-}
-
-impl io::Write for CappedVec<'_> {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        if !within_cap(self.out.len() + bytes.len(), self.added.get()) {
-            return Err(io::Error::other("over the cap"));
-        }
-        self.out.extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

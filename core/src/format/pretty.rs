@@ -83,8 +83,9 @@ pub fn to_pretty<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<
 /// again by the caller.
 fn within_cap_in_one_pass<T: Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
     let added = Cell::new(0);
+    let mut text = Vec::new();
     let mut out = Measured {
-        out: Vec::new(),
+        out: &mut text,
         added: &added,
     };
     let indenting = Indenting {
@@ -94,14 +95,15 @@ fn within_cap_in_one_pass<T: Serialize + ?Sized>(value: &T) -> Option<Vec<u8>> {
     };
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, indenting);
     value.serialize(&mut serializer).ok()?;
-    Some(out.out)
+    Some(text)
 }
 
-/// Keeps what is written to it while the text stays within four times its
-/// compact length plus 4 KiB; `added` is how much of it is indentation.
-struct Measured<'a> {
-    out: Vec<u8>,
-    added: &'a Cell<usize>,
+/// Appends what is written to it to `out` while the text stays within four
+/// times its compact length plus 4 KiB; `added` is how much of it is
+/// indentation.
+pub(super) struct Measured<'a> {
+    pub(super) out: &'a mut Vec<u8>,
+    pub(super) added: &'a Cell<usize>,
 }
 
 impl io::Write for Measured<'_> {
