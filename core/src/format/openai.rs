@@ -458,8 +458,11 @@ impl<'de> Visitor<'de> for DocumentVisitor {
                 "messages" => messages = Some(map.next_value_seed(MessagesSeed)?),
                 // An Anthropic request: detection's to tell.
                 "system" => return Err(de::Error::custom("a `system` field")),
+                // Read as a value, not skipped: `IgnoredAny` takes numbers out
+                // of range, lone surrogates and any depth, which the generic
+                // route refuses.
                 _ => {
-                    map.next_value::<de::IgnoredAny>()?;
+                    map.next_value::<Value>()?;
                 }
             }
         }
@@ -1680,8 +1683,9 @@ mod tests {
         ] {
             assert!(parse_typed(refused).is_none(), "{refused}");
         }
-        // What the generic route refuses in a call's other fields, the typed
-        // route refuses too: they are read as values, not skipped.
+        // What the generic route refuses in a call's other fields, or in the
+        // document's, the typed route refuses too: they are read as values,
+        // not skipped.
         let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
         for field in ["1e400", r#""\ud800""#, deep.as_str()] {
             for text in [
@@ -1691,6 +1695,7 @@ mod tests {
                 format!(
                     r#"[{{"role": "assistant", "tool_calls": [{{"id": "a", "function": {{"name": "f", "x": {field}}}}}]}}]"#
                 ),
+                format!(r#"{{"model": {field}, "messages": []}}"#),
             ] {
                 assert!(parse_typed(&text).is_none(), "{text}");
                 assert!(parse(&text).is_err(), "{text}");
