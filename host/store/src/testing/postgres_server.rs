@@ -341,6 +341,12 @@ fn run(bin: &Path, dir: &Path, port: u16) -> Option<Postmaster> {
             "listen_addresses=127.0.0.1",
             "-c",
             "max_connections=200",
+            // Dynamic shared memory in files under the data folder rather
+            // than in /dev/shm: a server killed with its test process
+            // (SIGKILL, no cleanup) leaves its segments where
+            // `remove_stale` removes them, not in memory for good.
+            "-c",
+            "dynamic_shared_memory_type=mmap",
         ])
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("the log"))
