@@ -9,7 +9,9 @@
 //! message) stay intact; everything before them is the span. The span ends
 //! where a turn starts, so no tool exchange is ever split. A history with no
 //! more turns than that (a long agent run inside one user turn) keeps its last
-//! `keep_last_turns` exchanges instead, whole. Messages larger than
+//! `keep_last_turns` exchanges instead, whole. Kept messages that would not
+//! fit beside the summary in the budget are summarized too rather than left
+//! out of the view ([`SummaryPlan::fit_kept`]). Messages larger than
 //! [`SummaryConfig::oversized_fraction`] of the window are left out of the
 //! summarizer's input (and the checkpoint says so). A span larger than one
 //! summarization call can take is split into parts, whole tool exchanges
@@ -214,6 +216,64 @@ impl SummaryPlan {
             oversized: Vec::new(),
             ..self
         }
+    }
+
+    /// The plan with its span moved up to the messages that packing would
+    /// keep after it ([`crate::budget::pack`]: whole exchanges, newest first,
+    /// while they fit in `room` tokens, and at least `min_recent` messages),
+    /// so that what packing would leave out of the view is summarized
+    /// instead of lost. The last [`SummaryConfig::keep_last_turns`] turns of
+    /// a long agent run (files read whole, listings) can take more than the
+    /// budget leaves them. The last exchange is always kept.
+    ///
+    /// ```
+    /// use agent_host_core::compact::{SummaryConfig, SummaryPlan, Trigger};
+    /// use agent_host_core::{HeuristicCounter, Message};
+    ///
+    /// let messages: Vec<Message> = (0..8)
+    ///     .map(|i| Message::assistant("x".repeat(400)).with_id(format!("m{i}")))
+    ///     .collect();
+    /// let config = SummaryConfig::default();
+    /// let counter = HeuristicCounter::default();
+    /// let plan = SummaryPlan::of_span(&messages[..4], Trigger::Forced, 8_000, &config, &counter);
+    /// // Four kept messages of about 100 tokens each, room for two.
+    /// let plan = plan.fit_kept(&messages, 230, 1, 8_000, &config, &counter);
+    /// assert_eq!(plan.span, 6);
+    /// ```
+    pub fn fit_kept(
+        self,
+        messages: &[Message],
+        room: u64,
+        min_recent: usize,
+        context_limit: u32,
+        config: &SummaryConfig,
+        counter: &dyn TokenCounter,
+    ) -> SummaryPlan {
+        let refs: Vec<&Message> = messages.iter().collect();
+        let mut start = refs.len();
+        let mut used = 0u64;
+        while start > self.span {
+            let unit = unit_start(&refs, start);
+            let tokens: u64 = messages[unit..start]
+                .iter()
+                .map(|m| u64::from(m.tokens(counter)))
+                .sum();
+            if used + tokens > room && refs.len() - start >= min_recent.max(1) {
+                break;
+            }
+            used += tokens;
+            start = unit;
+        }
+        if start <= self.span {
+            return self;
+        }
+        SummaryPlan::of_span(
+            &messages[..start],
+            self.trigger,
+            context_limit,
+            config,
+            counter,
+        )
     }
 }
 
@@ -633,6 +693,86 @@ mod tests {
                 .collect::<Vec<_>>(),
             [50, 31, 50]
         );
+    }
+
+    /// A user message, then `exchanges` calls each with a result of
+    /// `result_chars` characters (a long agent run inside one user turn).
+    fn agent_run(exchanges: usize, result_chars: usize) -> Vec<Message> {
+        let mut out = vec![Message::user("fix it").with_id("u0")];
+        for t in 0..exchanges {
+            let mut call = Message::assistant("").with_id(format!("a{t}"));
+            call.push_tool_call(format!("c{t}"), "read", "{}");
+            out.push(call);
+            out.push(
+                Message::tool_result(format!("c{t}"), "read", "x".repeat(result_chars))
+                    .with_id(format!("r{t}")),
+            );
+        }
+        out
+    }
+
+    fn tokens_of(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
+        messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
+    }
+
+    // Regression: the kept exchanges of a long agent run (the Codex CLI
+    // trajectory of `extractive_styles`) took more than the budget left
+    // them, and packing dropped the oldest with no summary of it.
+    #[test]
+    fn fit_kept_summarizes_the_kept_exchanges_packing_would_drop() {
+        let counter = HeuristicCounter::default();
+        let config = SummaryConfig::default();
+        let run = agent_run(8, 400);
+        let plan = plan(&run, 10_000, 4_000, &config, &counter, true).unwrap();
+        // The last four exchanges are kept back.
+        assert_eq!(plan.span, 9);
+        let two = tokens_of(&run[13..], &counter);
+        let wider = plan
+            .clone()
+            .fit_kept(&run, two, 1, 4_000, &config, &counter);
+        // Room for two exchanges: the two before them are summarized, whole.
+        assert_eq!(wider.span, 13);
+        assert_eq!(wider.parts.concat(), (0..13).collect::<Vec<_>>());
+        assert_eq!(wider.trigger, plan.trigger);
+        // One token short of two exchanges: one is kept.
+        let one_short = plan
+            .clone()
+            .fit_kept(&run, two - 1, 1, 4_000, &config, &counter);
+        assert_eq!(one_short.span, 15);
+    }
+
+    #[test]
+    fn fit_kept_leaves_a_plan_whose_kept_messages_fit() {
+        let counter = HeuristicCounter::default();
+        let config = SummaryConfig::default();
+        let run = agent_run(8, 400);
+        let plan = plan(&run, 10_000, 4_000, &config, &counter, true).unwrap();
+        let all = tokens_of(&run[plan.span..], &counter);
+        assert_eq!(
+            plan.clone()
+                .fit_kept(&run, all, 1, 4_000, &config, &counter),
+            plan
+        );
+    }
+
+    #[test]
+    fn fit_kept_keeps_the_recent_messages_packing_always_keeps() {
+        let counter = HeuristicCounter::default();
+        let config = SummaryConfig::default();
+        let run = agent_run(8, 400);
+        let plan = plan(&run, 10_000, 4_000, &config, &counter, true).unwrap();
+        // No room at all: packing still keeps `min_recent_messages`, in
+        // whole exchanges, and always the last exchange.
+        let fit = |min_recent| {
+            plan.clone()
+                .fit_kept(&run, 0, min_recent, 4_000, &config, &counter)
+                .span
+        };
+        assert_eq!(fit(3), 13);
+        assert_eq!(fit(2), 15);
+        assert_eq!(fit(0), 15);
+        // Never fewer than the plan kept.
+        assert_eq!(fit(100), 9);
     }
 
     #[test]

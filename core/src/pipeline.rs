@@ -7,7 +7,8 @@
 //! 3. **pruning** of large tool results ([`crate::prune`]);
 //! 4. **summarization** when a trigger fires ([`crate::compact`]): the new
 //!    checkpoint pair is returned in [`Compaction::append`] for the caller to
-//!    append to the log, and the view continues after it;
+//!    append to the log, and the view continues after it; the kept messages
+//!    that would not fit beside the summary are summarized with the rest;
 //! 5. **budget packing** ([`crate::budget`]);
 //! 6. **emergency truncation** when the view still does not fit
 //!    ([`crate::truncate`]).
@@ -445,21 +446,54 @@ impl Run<'_> {
                     });
                     match planned {
                         Err(reason) => SummaryOutcome::NotDone(reason),
-                        Ok((plan, covers)) => {
+                        Ok((mut plan, mut covers)) => {
                             let previous = summary.last().map(|m| m.content.as_str());
                             let room = summary_room(&system, &config.budget, counter);
-                            let summarized = compact::summarize(
-                                &messages,
-                                &plan,
-                                previous,
-                                summarizer,
-                                sc.max_words,
-                                Some(room),
-                                counter,
-                            )
-                            .and_then(|text| {
-                                not_longer(text, &messages[..plan.span], previous, counter)
-                            });
+                            let summarize_plan = |plan: &SummaryPlan| {
+                                compact::summarize(
+                                    &messages,
+                                    plan,
+                                    previous,
+                                    summarizer,
+                                    sc.max_words,
+                                    Some(room),
+                                    counter,
+                                )
+                                .and_then(|text| {
+                                    not_longer(text, &messages[..plan.span], previous, counter)
+                                })
+                            };
+                            let mut summarized = summarize_plan(&plan);
+                            // The kept turns and the new summary can take more
+                            // than the budget (a long agent run's last files
+                            // and listings): packing would leave the oldest
+                            // kept messages out of the view with nothing said
+                            // of them, so the summary takes them in instead.
+                            // Its text grows with them; a few rounds settle it.
+                            for _ in 0..FIT_ROUNDS {
+                                let Ok(text) = &summarized else { break };
+                                let (pair, _) =
+                                    compact::checkpoint(&messages, &plan, text.clone(), now);
+                                let kept = kept_room(&system, &pair, &config.budget, counter);
+                                let wider = plan.clone().fit_kept(
+                                    &messages,
+                                    kept,
+                                    config.budget.min_recent_messages,
+                                    config.budget.context_limit,
+                                    sc,
+                                    counter,
+                                );
+                                if wider.span == plan.span {
+                                    break;
+                                }
+                                plan = if summarizer.reads_whole_spans() {
+                                    wider.whole()
+                                } else {
+                                    wider
+                                };
+                                covers = covered_log_ids(log, &messages, plan.span);
+                                summarized = summarize_plan(&plan);
+                            }
                             match summarized {
                                 Err(e) => SummaryOutcome::Failed {
                                     trigger: plan.trigger,
@@ -673,6 +707,27 @@ fn summary_room(system: &[Message], budget: &BudgetConfig, counter: &dyn TokenCo
     let overhead = u64::from(counter.message_overhead());
     let room = cap.saturating_sub(BOUNDARY_TOKENS + 2 * overhead + 16);
     u32::try_from(room).unwrap_or(u32::MAX)
+}
+
+/// How many times a summary is widened to take in the kept messages that
+/// would not fit beside it.
+const FIT_ROUNDS: usize = 3;
+
+/// The tokens the messages kept after `summary` (a new checkpoint pair) may
+/// take so that packing leaves none of them out: what the system prompt and
+/// the summary leave of the budget, the summary counted as [`cap_summary`]
+/// leaves it in the view (at most its share).
+fn kept_room(
+    system: &[Message],
+    summary: &[Message],
+    budget: &BudgetConfig,
+    counter: &dyn TokenCounter,
+) -> u64 {
+    let system_tokens: u64 = system.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    let after_system = u64::from(budget.available()).saturating_sub(system_tokens);
+    let cap = (after_system as f64 * budget.summary_share) as u64;
+    let summary_tokens: u64 = summary.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    after_system.saturating_sub(summary_tokens.min(cap))
 }
 
 /// Cuts the summary message of the view (never the log's) to its share of
@@ -933,6 +988,56 @@ mod tests {
         ));
         assert_eq!(next.view[2].id, cp.summary_id);
         assert_eq!(next.view.last().unwrap().id, "u10");
+    }
+
+    // Regression (the Codex CLI trajectory of `extractive_styles`): a long
+    // agent run inside one user turn keeps its last four exchanges out of the
+    // summary; when they took more than the budget left them, packing left
+    // the oldest of them out of the view with nothing said of them (a file
+    // read: its path, its command, its numbers gone). They are summarized.
+    #[test]
+    fn kept_exchanges_that_do_not_fit_are_summarized_not_dropped() {
+        let mut log = vec![
+            Message::system("You are helpful.").with_id("sys"),
+            Message::user("fix it").with_id("u0"),
+        ];
+        for t in 0..8 {
+            let mut call = Message::assistant("").with_id(format!("a{t}"));
+            call.push_tool_call(
+                format!("c{t}"),
+                "read",
+                format!("{{\"path\":\"/src/f{t}.rs\"}}"),
+            );
+            log.push(call);
+            log.push(
+                Message::tool_result(format!("c{t}"), "read", "x".repeat(4_000))
+                    .with_id(format!("r{t}")),
+            );
+        }
+        let config = PipelineConfig {
+            budget: BudgetConfig {
+                context_limit: 4_000,
+                response_reserve: 0,
+                min_recent_messages: 2,
+                ..BudgetConfig::default()
+            },
+            doom_loop: None,
+            prune: None,
+            ..PipelineConfig::default()
+        };
+        let summarizer = Fixed(Ok("## Current State\nall good".into()));
+        let counter = HeuristicCounter::default();
+        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
+        let SummaryOutcome::Summarized { covered, .. } = &out.report.summary else {
+            panic!("{:?}", out.report.summary);
+        };
+        // Before: the four exchanges a4..r7 kept, a4 and r4 left out.
+        assert!(*covered > 9, "covered {covered}");
+        assert_eq!(out.report.usage.view.left_out, 0);
+        let kept: Vec<&str> = out.view[3..].iter().map(|m| m.id.as_str()).collect();
+        assert_eq!(kept.len() + covered, log.len() - 1, "{kept:?}");
+        assert_eq!(kept.last(), Some(&"r7"));
+        assert!(out.report.violations.is_empty());
     }
 
     #[test]

@@ -293,6 +293,13 @@ pub fn extract_facts(messages: &[Message]) -> Facts {
                 }
             }
             let Some(Value::Object(arguments)) = arguments else {
+                // A free-form call whose input is the patch itself (Codex
+                // CLI's `apply_patch` custom tool) names its files in it.
+                if shell::is_edit_tool(&call.name) {
+                    for path in shell::patch_paths(&call.arguments) {
+                        facts.add(FactKind::FileModified, &path, position);
+                    }
+                }
                 continue;
             };
             if shell::is_edit_tool(&call.name) {
@@ -422,6 +429,29 @@ mod tests {
         let summary = summarize(&messages, 600);
         assert_eq!(sections_of(&summary, "/r/read.rs"), ["Important Values"]);
         assert_eq!(sections_of(&summary, "/r/todo.rs"), ["Pending Tasks"]);
+    }
+
+    // Regression: Codex CLI's free-form `apply_patch` tool (a
+    // `custom_tool_call` whose input is the patch, not JSON) was skipped with
+    // the calls whose arguments do not parse, and its files were never
+    // listed as modified.
+    #[test]
+    fn a_free_form_patch_names_the_files_it_modifies() {
+        let patch = "*** Begin Patch\n*** Update File: src/app.py\n@@\n-a\n+b\n\
+                     *** Add File: docs/new.md\n+hi\n*** End Patch\n";
+        let messages = [
+            call("", "c1", "apply_patch", patch),
+            call("", "c2", "read_notes", "see src/notes.py"),
+        ];
+        let facts = extract_facts(&messages);
+        let modified: Vec<&str> = facts
+            .of_kind(FactKind::FileModified)
+            .map(|f| f.text.as_str())
+            .collect();
+        assert_eq!(modified, ["src/app.py", "docs/new.md"]);
+        let summary = summarize(&messages, 600);
+        assert_eq!(sections_of(&summary, "`src/app.py`"), ["Files Modified"]);
+        assert_eq!(sections_of(&summary, "`docs/new.md`"), ["Files Modified"]);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! - `## Files Modified`: paths given to tools that write or edit files
 //!   (tool names containing `edit`, `write`, `create`, `str_replace`, `patch`
 //!   or `insert`, with a `file_path`, `path`, `notebook_path`, ... argument,
-//!   or a patch, or else the file their result names), and the files the
+//!   or a patch, as an argument or as the whole free-form input of Codex
+//!   CLI's `apply_patch`, or else the file their result names), and the files the
 //!   agent's shell commands write ([`written_paths`]: redirections, `tee`,
 //!   `sed -i`, here-documents, `apply_patch`, `mv`, `cp`, ...), and the
 //!   files of edit blocks in the assistant's text ([`edit_block_paths`]:
