@@ -470,7 +470,10 @@ impl Run<'_> {
                             // kept messages out of the view with nothing said
                             // of them, so the summary takes them in instead.
                             // Its text grows with them; a few rounds settle it.
-                            for _ in 0..FIT_ROUNDS {
+                            // Only a local summarizer is asked again: a
+                            // model's call costs money and time.
+                            let rounds = if summarizer.is_local() { FIT_ROUNDS } else { 0 };
+                            for _ in 0..rounds {
                                 let Ok(text) = &summarized else { break };
                                 let (pair, _) =
                                     compact::checkpoint(&messages, &plan, text.clone(), now);
@@ -926,6 +929,26 @@ mod tests {
         }
     }
 
+    /// A fixed summary that counts its calls, local (like the extractive
+    /// summarizer) or not (like a model, here one reading whole spans).
+    struct Counted {
+        local: bool,
+        calls: std::cell::Cell<usize>,
+    }
+    impl Summarizer for Counted {
+        fn summarize(&self, _: &SummaryRequest<'_>) -> Result<String, SummaryError> {
+            self.calls.set(self.calls.get() + 1);
+            Ok("## Current State\nall good".into())
+        }
+        fn is_local(&self) -> bool {
+            self.local
+        }
+        // One call a summary, whatever its span (so that calls count rounds).
+        fn reads_whole_spans(&self) -> bool {
+            true
+        }
+    }
+
     #[test]
     fn a_small_session_passes_through_unchanged() {
         let log = session(2);
@@ -990,13 +1013,10 @@ mod tests {
         assert_eq!(next.view.last().unwrap().id, "u10");
     }
 
-    // Regression (the Codex CLI trajectory of `extractive_styles`): a long
-    // agent run inside one user turn keeps its last four exchanges out of the
-    // summary; when they took more than the budget left them, packing left
-    // the oldest of them out of the view with nothing said of them (a file
-    // read: its path, its command, its numbers gone). They are summarized.
-    #[test]
-    fn kept_exchanges_that_do_not_fit_are_summarized_not_dropped() {
+    /// A long agent run inside one user turn, whose last four exchanges
+    /// (each a file read of about 1,000 tokens) take more than a
+    /// 4,000-token window leaves them beside a summary.
+    fn long_run() -> (Vec<Message>, PipelineConfig) {
         let mut log = vec![
             Message::system("You are helpful.").with_id("sys"),
             Message::user("fix it").with_id("u0"),
@@ -1025,7 +1045,22 @@ mod tests {
             prune: None,
             ..PipelineConfig::default()
         };
-        let summarizer = Fixed(Ok("## Current State\nall good".into()));
+        (log, config)
+    }
+
+    // Regression (the Codex CLI trajectory of `extractive_styles`): a long
+    // agent run inside one user turn keeps its last four exchanges out of the
+    // summary; when they took more than the budget left them, packing left
+    // the oldest of them out of the view with nothing said of them (a file
+    // read: its path, its command, its numbers gone). A local summarizer
+    // summarizes them too.
+    #[test]
+    fn kept_exchanges_that_do_not_fit_are_summarized_not_dropped() {
+        let (log, config) = long_run();
+        let summarizer = Counted {
+            local: true,
+            calls: 0.into(),
+        };
         let counter = HeuristicCounter::default();
         let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
         let SummaryOutcome::Summarized { covered, .. } = &out.report.summary else {
@@ -1038,6 +1073,27 @@ mod tests {
         assert_eq!(kept.len() + covered, log.len() - 1, "{kept:?}");
         assert_eq!(kept.last(), Some(&"r7"));
         assert!(out.report.violations.is_empty());
+        assert!(summarizer.calls.get() > 1);
+    }
+
+    // A model is asked once a compaction: what does not fit beside its
+    // summary is left out by packing, and the report counts it.
+    #[test]
+    fn a_model_summarizer_is_asked_once_and_what_does_not_fit_is_counted() {
+        let (log, config) = long_run();
+        let summarizer = Counted {
+            local: false,
+            calls: 0.into(),
+        };
+        let counter = HeuristicCounter::default();
+        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
+        let SummaryOutcome::Summarized { covered, .. } = &out.report.summary else {
+            panic!("{:?}", out.report.summary);
+        };
+        assert_eq!(summarizer.calls.get(), 1);
+        assert_eq!(*covered, 9);
+        assert!(out.report.usage.view.left_out > 0);
+        assert_eq!(out.view.last().map(|m| m.id.as_str()), Some("r7"));
     }
 
     #[test]

@@ -53,6 +53,16 @@ pub trait Summarizer {
         false
     }
 
+    /// Whether a call is local work only (no model, nothing paid for):
+    /// then the pipeline may summarize again with a wider span when the
+    /// messages it keeps after the summary do not fit beside it, rather
+    /// than leave the oldest of them out of the view. A model summarizer
+    /// (the default) is called once a compaction; what does not fit is
+    /// left out as packing leaves it, and counted in the report.
+    fn is_local(&self) -> bool {
+        false
+    }
+
     /// Summarizes as [`summarize`](Self::summarize) does, in at most
     /// `max_tokens` tokens of text as `counter` counts them, so that the
     /// summary fits its share of the context without being cut.

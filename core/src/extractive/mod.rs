@@ -160,6 +160,11 @@ impl Summarizer for ExtractiveSummarizer {
         true
     }
 
+    /// It calls no model: summarizing again costs only the pass.
+    fn is_local(&self) -> bool {
+        true
+    }
+
     /// Writes the summary within the word cap and `max_tokens`: when the
     /// text at the cap is over, it is written both ways that fit and the one
     /// that keeps more of the files and values is taken: the texts chosen
