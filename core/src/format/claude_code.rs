@@ -41,7 +41,7 @@
 //! else the record carries (`cwd`, `gitBranch`, `sessionId`, `toolUseResult`,
 //! ...) is kept in its metadata under `"claude_code"`.
 //!
-//! A record is read by one of two routes. The typed route ([`typed`]) reads
+//! A record is read by one of two routes. The typed route (`typed.rs`) reads
 //! a `user` or `assistant` record straight from its line, building only what
 //! is kept (the other fields, the content, the usage numbers), and takes it
 //! only when it reads it whole, with no error. Every other record (another
