@@ -289,6 +289,10 @@ fn thinking_text(blocks: &[Value]) -> String {
 
 /// Adds an assistant turn's content to `m`: text parts, reasoning and tool
 /// calls. Called once per streamed piece when a turn arrives in pieces.
+///
+/// Blocks are read and added one at a time: a bad block leaves the blocks
+/// before it added (see [`read_assistant_content`] for a turn read whole
+/// first).
 pub(crate) fn assistant_content(
     format: Format,
     content: Value,
@@ -297,57 +301,154 @@ pub(crate) fn assistant_content(
 ) -> Result<(), FormatError> {
     let blocks = match content {
         Value::String(text) => {
-            if m.parts.is_empty() && m.content.is_empty() {
-                m.content = text;
-            } else {
-                m.parts.push(Part::Text { text });
-            }
+            AssistantContent::Text(text).add_to(m, tool_names);
             return Ok(());
         }
         Value::Array(blocks) => blocks,
         other => return Err(bad_content(format, &other)),
     };
     for (i, block) in blocks.into_iter().enumerate() {
-        let at = |e: FormatError| with_format(e, format).at_block(i);
-        match block.get("type").and_then(Value::as_str) {
-            Some("thinking") => {
-                let text = string_field(&block, "thinking").map_err(at)?;
-                let signature = block
-                    .get("signature")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                add_reasoning(m, text, signature, false, block);
-            }
-            Some("redacted_thinking") => {
-                let data = string_field(&block, "data").map_err(at)?;
-                add_reasoning(m, data, None, true, block);
-            }
-            Some("tool_use") => {
-                let id = string_field(&block, "id").map_err(at)?;
-                let name = string_field(&block, "name").map_err(at)?;
-                let arguments = block
-                    .get("input")
-                    .map(Value::to_string)
-                    .unwrap_or_else(|| "{}".into());
-                tool_names.0.insert(id.clone(), name.clone());
-                m.tool_calls.push(ToolCall {
-                    id,
-                    name,
-                    arguments,
-                });
-            }
-            _ => match content_part(block).map_err(at)? {
-                // The first text of a turn is its content, as in the other
-                // formats; later pieces keep their order as parts.
-                Block::Part(Part::Text { text }) if m.content.is_empty() && m.parts.is_empty() => {
-                    m.content = text
-                }
-                Block::Part(part) => m.parts.push(part),
-                Block::Kept(block) => keep_block(m, block),
-            },
-        }
+        read_assistant_block(format, block)
+            .map_err(|e| e.at_block(i))?
+            .add_to(m, tool_names);
     }
     Ok(())
+}
+
+/// An assistant turn's content, read and checked: adding it to a message
+/// cannot fail.
+pub(crate) enum AssistantContent {
+    /// Content given as a string.
+    Text(String),
+    /// Content blocks.
+    Blocks(Vec<AssistantBlock>),
+}
+
+impl AssistantContent {
+    /// What [`assistant_content`] adds to `m` for this content.
+    pub(crate) fn add_to(self, m: &mut Message, tool_names: &mut ToolNames) {
+        match self {
+            AssistantContent::Text(text) => {
+                if m.parts.is_empty() && m.content.is_empty() {
+                    m.content = text;
+                } else {
+                    m.parts.push(Part::Text { text });
+                }
+            }
+            AssistantContent::Blocks(blocks) => {
+                for block in blocks {
+                    block.add_to(m, tool_names);
+                }
+            }
+        }
+    }
+}
+
+/// Reads an assistant turn's content whole, as [`assistant_content`] reads
+/// it, without adding it anywhere: the error is the first bad block's.
+pub(crate) fn read_assistant_content(
+    format: Format,
+    content: Value,
+) -> Result<AssistantContent, FormatError> {
+    match content {
+        Value::String(text) => Ok(AssistantContent::Text(text)),
+        Value::Array(blocks) => blocks
+            .into_iter()
+            .enumerate()
+            .map(|(i, block)| read_assistant_block(format, block).map_err(|e| e.at_block(i)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(AssistantContent::Blocks),
+        other => Err(bad_content(format, &other)),
+    }
+}
+
+/// One block of an assistant turn, read and checked.
+pub(crate) enum AssistantBlock {
+    /// A `thinking` or `redacted_thinking` block, kept whole for a turn of
+    /// several.
+    Thinking {
+        text: String,
+        signature: Option<String>,
+        redacted: bool,
+        block: Value,
+    },
+    /// A `tool_use` block.
+    ToolUse(ToolCall),
+    /// A text, image or document block, or one kept verbatim.
+    Other(Block),
+}
+
+impl AssistantBlock {
+    /// Adds the block to `m` (a tool call's name to `tool_names`).
+    fn add_to(self, m: &mut Message, tool_names: &mut ToolNames) {
+        match self {
+            AssistantBlock::Thinking {
+                text,
+                signature,
+                redacted,
+                block,
+            } => add_reasoning(m, text, signature, redacted, block),
+            AssistantBlock::ToolUse(call) => {
+                tool_names.0.insert(call.id.clone(), call.name.clone());
+                m.tool_calls.push(call);
+            }
+            // The first text of a turn is its content, as in the other
+            // formats; later pieces keep their order as parts.
+            AssistantBlock::Other(Block::Part(Part::Text { text }))
+                if m.content.is_empty() && m.parts.is_empty() =>
+            {
+                m.content = text
+            }
+            AssistantBlock::Other(Block::Part(part)) => m.parts.push(part),
+            AssistantBlock::Other(Block::Kept(block)) => keep_block(m, block),
+        }
+    }
+}
+
+/// Reads one block of an assistant turn.
+pub(crate) fn read_assistant_block(
+    format: Format,
+    block: Value,
+) -> Result<AssistantBlock, FormatError> {
+    let at = |e: FormatError| with_format(e, format);
+    match block.get("type").and_then(Value::as_str) {
+        Some("thinking") => {
+            let text = string_field(&block, "thinking").map_err(at)?;
+            let signature = block
+                .get("signature")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            Ok(AssistantBlock::Thinking {
+                text,
+                signature,
+                redacted: false,
+                block,
+            })
+        }
+        Some("redacted_thinking") => {
+            let data = string_field(&block, "data").map_err(at)?;
+            Ok(AssistantBlock::Thinking {
+                text: data,
+                signature: None,
+                redacted: true,
+                block,
+            })
+        }
+        Some("tool_use") => {
+            let id = string_field(&block, "id").map_err(at)?;
+            let name = string_field(&block, "name").map_err(at)?;
+            let arguments = block
+                .get("input")
+                .map(Value::to_string)
+                .unwrap_or_else(|| "{}".into());
+            Ok(AssistantBlock::ToolUse(ToolCall {
+                id,
+                name,
+                arguments,
+            }))
+        }
+        _ => content_part(block).map_err(at).map(AssistantBlock::Other),
+    }
 }
 
 /// Adds a thinking block to `m`'s reasoning. One block is the reasoning
@@ -415,7 +516,7 @@ fn reasoning_block(r: &Reasoning) -> Value {
 
 fn tool_result(
     format: Format,
-    block: Value,
+    mut block: Value,
     tool_names: &ToolNames,
 ) -> Result<Message, FormatError> {
     let call_id = string_field(&block, "tool_use_id").map_err(|e| with_format(e, format))?;
@@ -425,12 +526,16 @@ fn tool_result(
         .get("is_error")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    match block.get("content") {
+    // Taken out of the block, which is not kept.
+    let content = block
+        .as_object_mut()
+        .and_then(|block| block.swap_remove("content"));
+    match content {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) => m.content = text.clone(),
+        Some(Value::String(text)) => m.content = text,
         Some(Value::Array(parts)) => {
-            for (i, part) in parts.iter().enumerate() {
-                match content_part(part.clone())
+            for (i, part) in parts.into_iter().enumerate() {
+                match content_part(part)
                     .map_err(|e| with_format(e, format).at_field(format!("content[{i}]")))?
                 {
                     Block::Part(part) => m.parts.push(part),
@@ -438,14 +543,14 @@ fn tool_result(
                 }
             }
         }
-        Some(other) => return Err(bad_content(format, other)),
+        Some(other) => return Err(bad_content(format, &other)),
     }
     Ok(m)
 }
 
 /// A content block read: a [`Part`], or a block this model has no place
 /// for, kept verbatim.
-enum Block {
+pub(crate) enum Block {
     Part(Part),
     Kept(Value),
 }
@@ -461,7 +566,7 @@ fn content_part(block: Value) -> Result<Block, FormatError> {
         .unwrap_or_default();
     match kind {
         "text" => Ok(Block::Part(Part::Text {
-            text: string_field(&block, "text")?,
+            text: take_string_field(block, "text")?,
         })),
         "image" | "document" => {
             if !as_part(&block) {
@@ -559,13 +664,31 @@ fn source_url(block: &Value) -> Result<(String, Option<String>), FormatError> {
 fn string_field(value: &Value, key: &str) -> Result<String, FormatError> {
     match value.get(key) {
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(FormatError::new(
-            FORMAT,
-            format!("`{key}` must be a string, found {}", kind_of(other)),
-        )
-        .at_field(key)),
+        Some(other) => Err(not_a_string(key, other)),
         None => Err(FormatError::new(FORMAT, format!("missing `{key}`")).at_field(key)),
     }
+}
+
+/// [`string_field`] of a value that is not kept: the string is taken out of
+/// it rather than copied.
+fn take_string_field(value: Value, key: &str) -> Result<String, FormatError> {
+    let field = match value {
+        Value::Object(mut object) => object.swap_remove(key),
+        _ => None,
+    };
+    match field {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(not_a_string(key, &other)),
+        None => Err(FormatError::new(FORMAT, format!("missing `{key}`")).at_field(key)),
+    }
+}
+
+fn not_a_string(key: &str, found: &Value) -> FormatError {
+    FormatError::new(
+        FORMAT,
+        format!("`{key}` must be a string, found {}", kind_of(found)),
+    )
+    .at_field(key)
 }
 
 fn bad_content(format: Format, found: &Value) -> FormatError {

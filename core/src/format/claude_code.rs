@@ -40,15 +40,26 @@
 //! of one record), or, without one, derived from the line and text. Everything
 //! else the record carries (`cwd`, `gitBranch`, `sessionId`, `toolUseResult`,
 //! ...) is kept in its metadata under `"claude_code"`.
+//!
+//! A record is read by one of two routes. The typed route (`typed.rs`) reads
+//! a `user` or `assistant` record straight from its line, building only what
+//! is kept (the other fields, the content, the usage numbers), and takes it
+//! only when it reads it whole, with no error. Every other record (another
+//! type, a bad block, a field of an unexpected type, bad JSON) is parsed into
+//! a `serde_json::Value` and read from that (the generic route), which gives
+//! the same messages for every record the typed route takes, and the errors.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::anthropic::{self, ToolNames};
+use super::anthropic::{self, AssistantContent, ToolNames};
+use super::limits::Tally;
 use super::{Format, FormatError, Quarantined, Skipped, Transcript, kind_of};
 use crate::message::{Message, Usage, derived_id};
+
+mod typed;
 
 /// The metadata key under which a record's other fields are kept.
 pub const EXTRA_KEY: &str = "claude_code";
@@ -91,17 +102,14 @@ pub(super) struct Reader {
 impl Reader {
     /// The thread a record goes to: the main one, the sidechain its parent is
     /// in, or a new sidechain.
-    fn thread_of(&mut self, record: &Map<String, Value>) -> Thread {
-        let tool = record.get("parent_tool_use_id").and_then(Value::as_str);
-        if record.get("isSidechain").and_then(Value::as_bool) != Some(true) && tool.is_none() {
+    fn thread_of(&mut self, record: &Links<'_>) -> Thread {
+        let tool = record.tool;
+        if !record.on_a_sidechain() {
             return Thread::Main;
         }
         let parent = match tool {
             Some(tool) => Some(format!("tool:{tool}")),
-            None => record
-                .get("parentUuid")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
+            None => record.parent.map(str::to_owned),
         };
         let k = match parent.as_ref().and_then(|p| self.sidechain_of.get(p)) {
             Some(&k) => k,
@@ -114,7 +122,7 @@ impl Reader {
                 k
             }
         };
-        if let Some(uuid) = record.get("uuid").and_then(Value::as_str) {
+        if let Some(uuid) = record.uuid {
             self.sidechain_of.insert(uuid.to_owned(), k);
         }
         Thread::Sidechain(k)
@@ -216,22 +224,19 @@ impl Reader {
     }
 
     /// Notes a record's place on the `parentUuid` chains.
-    fn chain(&mut self, record: &Map<String, Value>, thread: Thread) {
+    fn chain(&mut self, record: &Links<'_>) {
         // Only a log's records are chained (stream-json records carry a
         // `uuid` and no `parentUuid`).
-        let Some(uuid) = record.get("uuid").and_then(Value::as_str) else {
+        let Some(uuid) = record.uuid else {
             return;
         };
-        if !record.contains_key("parentUuid") {
+        if !record.has_parent {
             return;
         }
-        let parent = record
-            .get("parentUuid")
-            .and_then(Value::as_str)
-            .or_else(|| record.get("logicalParentUuid").and_then(Value::as_str));
+        let parent = record.parent.or(record.logical_parent);
         self.parents
             .insert(uuid.to_owned(), parent.map(str::to_owned));
-        if let Thread::Main = thread {
+        if !record.on_a_sidechain() {
             self.leaf = Some(uuid.to_owned());
         }
     }
@@ -247,16 +252,7 @@ impl Reader {
             Some(Value::String(kind)) => kind,
             _ => return Err(FormatError::new(FORMAT, "missing string `type`").at_field("type")),
         };
-        if record.get("isSidechain").and_then(Value::as_bool) != Some(true)
-            && record
-                .get("parent_tool_use_id")
-                .and_then(Value::as_str)
-                .is_none()
-        {
-            self.chain(&record, Thread::Main);
-        } else {
-            self.chain(&record, Thread::Sidechain(0));
-        }
+        self.chain(&Links::of(&record, record.get("uuid")));
         match kind.as_str() {
             "summary" => {
                 if self.transcript.title.is_none() {
@@ -267,28 +263,15 @@ impl Reader {
                 }
             }
             "user" => {
-                let thread = self.thread_of(&record);
-                let compact_summary =
-                    record.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
-                let (mut message, mut common) = split_record(record, line_no)?;
+                let thread = self.thread_of(&Links::of(&record, record.get("uuid")));
+                let compact_summary = is_compact_summary(&record);
+                let (mut message, common) = split_record(record, line_no)?;
                 let content = message.shift_remove("content").unwrap_or(Value::Null);
                 let (results, user) = anthropic::user_content(FORMAT, content, &self.tool_names)?;
-                if compact_summary && let Some(boundary) = self.boundary.take() {
-                    common
-                        .extra
-                        .insert("compact_boundary".into(), Value::Object(boundary));
-                }
-                let record_uuid = common.uuid.clone();
-                for (n, mut m) in results.into_iter().chain(user).enumerate() {
-                    let base = common.id(&m);
-                    m.id = if n == 0 { base } else { format!("{base}:{n}") };
-                    m.summary = compact_summary && m.tool_call_id.is_none();
-                    common.stamp(&mut m);
-                    self.push(thread, m, record_uuid.as_deref());
-                }
+                self.push_user(thread, results, user, common, compact_summary);
             }
             "assistant" => {
-                let thread = self.thread_of(&record);
+                let thread = self.thread_of(&Links::of(&record, record.get("uuid")));
                 self.read_assistant(record, thread, line_no)?;
             }
             "system"
@@ -333,24 +316,16 @@ impl Reader {
         thread: Thread,
         line_no: usize,
     ) -> Result<(), FormatError> {
-        let (mut message, mut common) = split_record(record, line_no)?;
+        let (mut message, common) = split_record(record, line_no)?;
         let content = message.shift_remove("content").unwrap_or(Value::Null);
         let usage = message.get("usage").map(usage_from_value);
         let message_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
         let mut tool_names = std::mem::take(&mut self.tool_names);
         if let Some(&(turn_thread, index)) = message_id.as_ref().and_then(|id| self.turns.get(id)) {
+            // Added block by block: a bad block leaves the ones before it.
             let m = &mut self.thread(turn_thread)[index];
             let added = anthropic::assistant_content(FORMAT, content, m, &mut tool_names);
-            m.usage = usage.or(m.usage);
-            m.invalidate_tokens();
-            if let Some(Value::Object(extra)) = m.metadata.get_mut(EXTRA_KEY) {
-                let merged = extra
-                    .entry("merged_uuids")
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                if let (Value::Array(uuids), Some(uuid)) = (merged, common.uuid) {
-                    uuids.push(Value::String(uuid));
-                }
-            }
+            merged(m, usage, common.uuid);
             self.tool_names = tool_names;
             return added;
         }
@@ -358,25 +333,209 @@ impl Reader {
         let added = anthropic::assistant_content(FORMAT, content, &mut m, &mut tool_names);
         self.tool_names = tool_names;
         added?;
-        m.id = common.id(&m);
-        m.usage = usage;
-        m.model = message
+        let model = message
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        self.push_turn(thread, m, usage, model, message_id, common);
+        Ok(())
+    }
+
+    /// Adds a new assistant turn, its content read into `m`.
+    fn push_turn(
+        &mut self,
+        thread: Thread,
+        mut m: Message,
+        usage: Option<Usage>,
+        model: Option<String>,
+        message_id: Option<String>,
+        mut common: Common,
+    ) {
+        m.id = common.id(&m);
+        m.usage = usage;
+        m.model = model;
         if let Some(id) = &message_id {
             common
                 .extra
                 .insert("message_id".into(), Value::String(id.clone()));
         }
-        common.stamp(&mut m);
+        common.stamp_last(&mut m);
         let messages = self.thread(thread);
         if let Some(id) = message_id {
             let index = messages.len();
             self.turns.insert(id, (thread, index));
         }
         self.push(thread, m, common.uuid.as_deref());
-        Ok(())
+    }
+
+    /// Adds a user record's messages: its tool results, then its user
+    /// message.
+    fn push_user(
+        &mut self,
+        thread: Thread,
+        results: Vec<Message>,
+        user: Option<Message>,
+        mut common: Common,
+        compact_summary: bool,
+    ) {
+        if compact_summary && let Some(boundary) = self.boundary.take() {
+            common
+                .extra
+                .insert("compact_boundary".into(), Value::Object(boundary));
+        }
+        let record_uuid = common.uuid.clone();
+        let last = results.len() + usize::from(user.is_some());
+        for (n, mut m) in results.into_iter().chain(user).enumerate() {
+            let base = common.id(&m);
+            m.id = if n == 0 { base } else { format!("{base}:{n}") };
+            m.summary = compact_summary && m.tool_call_id.is_none();
+            if n + 1 == last {
+                common.stamp_last(&mut m);
+            } else {
+                common.stamp(&mut m);
+            }
+            self.push(thread, m, record_uuid.as_deref());
+        }
+    }
+
+    /// Reads a `user` or `assistant` record through the typed route (see
+    /// [`typed`]), its values counted into `tally`, or leaves it (`false`)
+    /// with nothing changed, for [`Reader::read_value`] or
+    /// [`Reader::read_record`]. What it reads it reads as they do: only a
+    /// record read whole, with no error, is taken.
+    pub(super) fn read_typed(&mut self, line: &str, line_no: usize, tally: &Tally) -> bool {
+        let Some(record) = typed::read(line, tally) else {
+            return false;
+        };
+        // What can fail, before anything changes.
+        let timestamp = match record
+            .timestamp
+            .as_deref()
+            .map(DateTime::parse_from_rfc3339)
+        {
+            None => None,
+            Some(Ok(t)) => Some(t.with_timezone(&Utc)),
+            Some(Err(_)) => return false,
+        };
+        let content = match (record.kind, record.content) {
+            (_, Some(typed::Content::Assistant(content))) => Content::Assistant(content),
+            (kind, content) => {
+                let content = match content {
+                    Some(typed::Content::Value(content)) => content,
+                    _ => Value::Null,
+                };
+                let read = match kind {
+                    typed::Kind::User => anthropic::user_content(FORMAT, content, &self.tool_names)
+                        .map(|(results, user)| Content::User(results, user)),
+                    typed::Kind::Assistant => {
+                        anthropic::read_assistant_content(FORMAT, content).map(Content::Assistant)
+                    }
+                };
+                match read {
+                    Ok(read) => read,
+                    Err(_) => return false,
+                }
+            }
+        };
+        let links = Links::of_typed(&record.extra, record.uuid.as_deref());
+        self.chain(&links);
+        let thread = self.thread_of(&links);
+        let compact_summary = is_compact_summary(&record.extra);
+        let common = Common {
+            uuid: record.uuid,
+            line: line_no,
+            timestamp,
+            extra: record.extra,
+        };
+        match content {
+            Content::User(results, user) => {
+                self.push_user(thread, results, user, common, compact_summary)
+            }
+            Content::Assistant(content) => {
+                let message_id = record.message_id;
+                let turn = message_id.as_ref().and_then(|id| self.turns.get(id));
+                if let Some(&(turn_thread, index)) = turn {
+                    let mut tool_names = std::mem::take(&mut self.tool_names);
+                    let m = &mut self.thread(turn_thread)[index];
+                    content.add_to(m, &mut tool_names);
+                    merged(m, record.usage, common.uuid);
+                    self.tool_names = tool_names;
+                } else {
+                    let mut m = Message::assistant("");
+                    content.add_to(&mut m, &mut self.tool_names);
+                    self.push_turn(thread, m, record.usage, record.model, message_id, common);
+                }
+            }
+        }
+        true
+    }
+}
+
+/// A record's content, read (held for a moment, on the stack).
+#[allow(clippy::large_enum_variant)]
+enum Content {
+    /// A user record's tool results and user message.
+    User(Vec<Message>, Option<Message>),
+    /// An assistant record's content.
+    Assistant(AssistantContent),
+}
+
+/// Notes on a turn a streamed piece merged into it: its usage, its record's
+/// uuid.
+fn merged(m: &mut Message, usage: Option<Usage>, uuid: Option<String>) {
+    m.usage = usage.or(m.usage);
+    m.invalidate_tokens();
+    if let Some(Value::Object(extra)) = m.metadata.get_mut(EXTRA_KEY) {
+        let merged = extra
+            .entry("merged_uuids")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let (Value::Array(uuids), Some(uuid)) = (merged, uuid) {
+            uuids.push(Value::String(uuid));
+        }
+    }
+}
+
+/// Whether a record is the summary of a compaction.
+fn is_compact_summary(record: &Map<String, Value>) -> bool {
+    record.get("isCompactSummary").and_then(Value::as_bool) == Some(true)
+}
+
+/// A record's fields that place it: on the `parentUuid` chains, and on the
+/// main line or a sidechain.
+struct Links<'a> {
+    uuid: Option<&'a str>,
+    /// Whether the record has a `parentUuid` field (of any value).
+    has_parent: bool,
+    parent: Option<&'a str>,
+    logical_parent: Option<&'a str>,
+    sidechain: bool,
+    /// `parent_tool_use_id` (stream-json).
+    tool: Option<&'a str>,
+}
+
+impl<'a> Links<'a> {
+    /// The links of a record whose `uuid` field is `uuid`.
+    fn of(record: &'a Map<String, Value>, uuid: Option<&'a Value>) -> Self {
+        Links::of_typed(record, uuid.and_then(Value::as_str))
+    }
+
+    /// The links of a record's fields but its `uuid`, which is `uuid`.
+    fn of_typed(record: &'a Map<String, Value>, uuid: Option<&'a str>) -> Self {
+        let str_field = |key: &str| record.get(key).and_then(Value::as_str);
+        Links {
+            uuid,
+            has_parent: record.contains_key("parentUuid"),
+            parent: str_field("parentUuid"),
+            logical_parent: str_field("logicalParentUuid"),
+            sidechain: record.get("isSidechain").and_then(Value::as_bool) == Some(true),
+            tool: str_field("parent_tool_use_id"),
+        }
+    }
+
+    /// Whether the record is a subagent's (`isSidechain`, or
+    /// `parent_tool_use_id` in stream-json).
+    fn on_a_sidechain(&self) -> bool {
+        self.sidechain || self.tool.is_some()
     }
 }
 
@@ -403,6 +562,18 @@ impl Common {
         if !self.extra.is_empty() {
             m.metadata
                 .insert(EXTRA_KEY.into(), Value::Object(self.extra.clone()));
+        }
+    }
+
+    /// [`Common::stamp`] of the record's last message, which takes the
+    /// record's fields rather than a copy.
+    fn stamp_last(&mut self, m: &mut Message) {
+        m.timestamp = self.timestamp;
+        if !self.extra.is_empty() {
+            m.metadata.insert(
+                EXTRA_KEY.into(),
+                Value::Object(std::mem::take(&mut self.extra)),
+            );
         }
     }
 }
@@ -651,6 +822,182 @@ mod tests {
             (t.messages.len(), t.title.as_deref()),
             (0, Some("Old chat"))
         );
+    }
+
+    /// Records of the shapes Claude Code and `claude -p` write (`message`
+    /// before or after `type`, streamed turns, sidechains, a compaction,
+    /// stream-json), for the typed route to be held to the generic one.
+    const RECORDS: [&str; 14] = [
+        r#"{"parentUuid":null,"isSidechain":false,"cwd":"/w","sessionId":"s","type":"user","message":{"role":"user","content":"list files"},"uuid":"u1","timestamp":"2025-09-03T00:47:19.293Z"}"#,
+        r#"{"parentUuid":"u1","isSidechain":false,"sessionId":"s","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4","content":[{"type":"text","text":"Listing."}],"stop_reason":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"cache_creation":{"ephemeral_5m_input_tokens":5},"output_tokens":1,"service_tier":"standard"}},"requestId":"r1","type":"assistant","uuid":"u2","timestamp":"2025-09-03T00:47:20Z"}"#,
+        r#"{"parentUuid":"u2","isSidechain":false,"sessionId":"s","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4","content":[{"type":"tool_use","id":"toolu_1","name":"LS","input":{"path":"/w","depth":2,"all":true,"glob":["*.rs","\u00e9\n"],"x":null,"f":-1.5e3}}],"usage":{"input_tokens":3,"output_tokens":40}},"type":"assistant","uuid":"u3","timestamp":"2025-09-03T00:47:21Z"}"#,
+        r#"{"parentUuid":"u3","isSidechain":false,"sessionId":"s","type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"a.txt"},{"type":"text","text":"go on"}]},"uuid":"u4","timestamp":"2025-09-03T00:47:22Z","toolUseResult":{"numFiles":1,"files":["a.txt"]}}"#,
+        r#"{"type":"assistant","uuid":"u5","parentUuid":"u4","sessionId":"s","message":{"id":"msg_2","role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"sig"},{"type":"text","text":"Done."},{"type":"redacted_thinking","data":"xx"}]}}"#,
+        r#"{"parentUuid":"u4","isSidechain":true,"sessionId":"s","message":{"id":"msg_3","role":"assistant","content":[{"type":"text","text":"sub"}]},"type":"assistant","uuid":"s1"}"#,
+        r#"{"parentUuid":"s1","isSidechain":true,"type":"user","message":{"role":"user","content":"sub task"},"uuid":"s2"}"#,
+        r#"{"type":"system","subtype":"compact_boundary","uuid":"b1","parentUuid":null,"logicalParentUuid":"u4","sessionId":"s"}"#,
+        r#"{"type":"user","uuid":"u6","parentUuid":"b1","sessionId":"s","isCompactSummary":true,"message":{"role":"user","content":"Summary: listed files."}}"#,
+        r#"{"type":"assistant","message":{"id":"msg_4","type":"message","role":"assistant","content":[{"type":"text","text":"Running."},{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"ls"}}]},"parent_tool_use_id":null,"session_id":"s1"}"#,
+        r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_2","type":"tool_result","content":[{"type":"text","text":"a"}],"is_error":true}]},"parent_tool_use_id":"toolu_9","session_id":"s1"}"#,
+        r#"{"type":"summary","summary":"Title","leafUuid":"u4"}"#,
+        r#"{"type":"user","uuid":"u7","parentUuid":"u6","message":{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}},{"type":"text","text":"see"}]}}"#,
+        r#"{"type":"assistant","uuid":"u8","parentUuid":"u7","message":{"role":"assistant","content":"plain","usage":null}}"#,
+    ];
+
+    /// Changes to a record (the first place `.0` is found becomes `.1`):
+    /// fields repeated, of other types, out of range, unknown, moved.
+    const CHANGES: [(&str, &str); 30] = [
+        ("", ""),
+        ("\"message\":{", "\"message\":{\"zz\":1e400,"),
+        ("\"message\":{", "\"message\":{\"zz\":\"\\ud800\","),
+        (
+            "\"message\":{",
+            "\"message\":{\"zz\":{\"$serde_json::private::RawValue\":5},",
+        ),
+        (
+            "\"message\":{",
+            "\"message\":{\"usage\":{\"input_tokens\":-3,\"output_tokens\":2.0,\"cache_read_input_tokens\":5,\"cache_read_input_tokens\":7},",
+        ),
+        ("\"message\":{", "\"message\":{\"content\":\"first\","),
+        ("\"message\":{", "\"message\":{\"role\":\"assistant\","),
+        (
+            "\"message\":{",
+            "\"message\":{\"id\":\"msg_1\",\"model\":7,",
+        ),
+        ("{", "{\"cwd\":\"dup\",\"x\":[1,{\"y\":\"\\u00e9\"}],"),
+        ("{", "{\"type\":\"assistant\","),
+        ("{", "{\"message_id\":\"pre\",\"x\":\"\\udc00\","),
+        ("\"uuid\":\"", "\"uuid\":7,\"u0\":\""),
+        ("\"uuid\":\"", "\"uuid\":null,\"u0\":\""),
+        ("\"timestamp\":\"", "\"timestamp\":\"soon\",\"t0\":\""),
+        ("\"isSidechain\":false", "\"isSidechain\":true"),
+        ("\"type\":\"text\"", "\"type\":\"video\""),
+        (
+            "\"type\":\"text\",\"text\":\"",
+            "\"type\":\"text\",\"text\":5,\"t\":\"",
+        ),
+        (
+            "\"type\":\"text\",\"text\":\"",
+            "\"text\":\"x\",\"type\":\"text\",\"cache_control\":{\"type\":\"ephemeral\"},\"t\":\"",
+        ),
+        (
+            "\"type\":\"tool_use\"",
+            "\"type\":\"tool_use\",\"type\":\"text\"",
+        ),
+        ("\"id\":\"toolu_", "\"id\":5,\"i\":\"toolu_"),
+        ("\"input\":{", "\"input\":{\"path\":0,"),
+        ("\"input\":{", "\"input\":7,\"in\":{"),
+        ("\"tool_use_id\":\"", "\"tool_use_id\":null,\"t\":\""),
+        (
+            "\"content\":[",
+            "\"content\":[{\"type\":\"text\",\"text\":\"pre\"},",
+        ),
+        ("\"content\":[", "\"content\":{\"a\":["),
+        ("\"type\":\"user\"", "\"type\":\"system\",\"subtype\":\"x\""),
+        (
+            "\"type\":\"assistant\"",
+            "\"type\":\"assistant\",\"parent_tool_use_id\":\"toolu_x\"",
+        ),
+        ("\"type\":\"assistant\"", "\"type\":7"),
+        (
+            "\"message\":{",
+            "\"message\":{\"zz\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],",
+        ),
+        ("}", "} trailing"),
+    ];
+
+    /// A log read through the typed route where it takes a record, or
+    /// through the generic route alone.
+    fn read_log(text: &str, limits: super::super::Limits, typed: bool) -> String {
+        let mut reader = super::super::LineReader::new(FORMAT, limits);
+        if !typed {
+            reader = reader.generic_only();
+        }
+        let read = text
+            .lines()
+            .enumerate()
+            .try_for_each(|(i, line)| reader.push(line, i + 1))
+            .and_then(|()| reader.finish());
+        format!("{read:?}")
+    }
+
+    proptest::proptest! {
+        /// The typed route reads what the generic route reads: the same
+        /// messages, metadata, threads, quarantine and errors, and the same
+        /// values counted against the limits.
+        #[test]
+        fn the_typed_route_reads_as_the_generic_route(
+            lines in proptest::collection::vec(
+                (0..RECORDS.len(), proptest::prop_oneof![3 => proptest::strategy::Just(0), 2 => 0..CHANGES.len()]),
+                1..12,
+            ),
+            values in proptest::prop_oneof![proptest::strategy::Just(u64::MAX), 1u64..400],
+        ) {
+            let text: Vec<String> = lines
+                .iter()
+                .map(|&(record, change)| {
+                    let (from, to) = CHANGES[change];
+                    RECORDS[record].replacen(from, to, 1)
+                })
+                .collect();
+            let text = text.join("\n");
+            let mut limits = super::super::Limits::default();
+            if values != u64::MAX {
+                limits.message_values = values.min(limits.message_values);
+                limits.history_values = (values * 3).min(limits.history_values);
+            }
+            proptest::prop_assert_eq!(read_log(&text, limits, true), read_log(&text, limits, false));
+        }
+    }
+
+    /// The typed route takes the records Claude Code writes, and counts
+    /// their values as the count does.
+    #[test]
+    fn the_typed_route_takes_claude_codes_records() {
+        let mut reader = Reader::default();
+        for (i, record) in RECORDS.iter().enumerate() {
+            let tally = Tally::new(u64::MAX);
+            let taken = reader.read_typed(record, i + 1, &tally);
+            // Not the summary, nor the compaction's boundary (no message).
+            assert_eq!(taken, !matches!(i, 7 | 11), "record {i}");
+            if taken {
+                assert_eq!(
+                    Ok(tally.count()),
+                    super::super::limits::count_values(record, u64::MAX),
+                    "record {i}"
+                );
+            }
+        }
+    }
+
+    /// A field the typed route reads and drops is still read as a `Value`
+    /// reads it: skipping it (`IgnoredAny`) took numbers out of range, lone
+    /// surrogates and nesting past serde_json's limit, which the generic
+    /// route refuses (found in review of the OpenAI reader's typed route).
+    #[test]
+    fn the_typed_route_refuses_what_a_value_refuses() {
+        let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+        for bad in ["1e400", "\"\\ud800\"", &deep] {
+            for (from, to) in [
+                ("\"role\":\"assistant\"", format!("\"role\":{bad}")),
+                ("\"stop_reason\":null", format!("\"stop_reason\":{bad}")),
+                (
+                    "\"service_tier\":\"standard\"",
+                    format!("\"service_tier\":{bad}"),
+                ),
+                ("\"input_tokens\":3", format!("\"input_tokens\":{bad}")),
+            ] {
+                let record = RECORDS[1].replacen(from, &to, 1);
+                assert_ne!(record, RECORDS[1]);
+                let tally = Tally::new(u64::MAX);
+                assert!(
+                    !Reader::default().read_typed(&record, 1, &tally),
+                    "{record}"
+                );
+                let error = parse(&record).unwrap_err().to_string();
+                assert!(error.contains("not valid JSON"), "{error}");
+            }
+        }
     }
 
     #[test]

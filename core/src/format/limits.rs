@@ -327,6 +327,31 @@ impl Meter {
         }
     }
 
+    /// Reads a message that is one JSON value with `read`, which counts its
+    /// values into the tally it is given (at most `max`, from
+    /// [`Meter::begin_message`]) as it reads, and says whether it took the
+    /// message; the values are counted when it did.
+    ///
+    /// As [`Meter::parse_message`], only a text no longer than `max` (which
+    /// cannot be over it) is read this way: a longer one is not taken, and
+    /// is left to the caller, to count first.
+    pub(crate) fn read_counted(
+        &mut self,
+        text: &str,
+        max: u64,
+        read: impl FnOnce(&Tally) -> bool,
+    ) -> bool {
+        if text.len() as u64 > max {
+            return false;
+        }
+        let tally = Tally::new(max);
+        let taken = read(&tally);
+        if taken {
+            self.values += tally.count.get();
+        }
+        taken
+    }
+
     /// The error for a message over `max` values: over its own limit, or
     /// over what the history has left.
     fn values_over(&self, format: Format, max: u64) -> FormatError {
@@ -419,6 +444,12 @@ impl Tally {
             max,
             over: Cell::new(false),
         }
+    }
+
+    /// The values counted so far.
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> u64 {
+        self.count.get()
     }
 
     /// Counts one value, failing the parse past the maximum.
@@ -572,7 +603,7 @@ impl<'de> Visitor<'de> for CountedValue<'_> {
 
 /// The key under which serde_json's `Value` reads an object as raw JSON (its
 /// `raw_value` feature).
-const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
+pub(crate) const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
 
 #[cfg(test)]
 mod tests {

@@ -483,6 +483,9 @@ pub struct LineReader {
     /// The format the first record looks like, when it is another one: named
     /// in the error for a log that gave no message.
     first_looks_like: Option<Option<Format>>,
+    /// Whether Claude Code records may take the typed route (tests hold it
+    /// to the generic one).
+    typed: bool,
 }
 
 enum LineState {
@@ -505,7 +508,15 @@ impl LineReader {
             meter: Meter::new(limits),
             state,
             first_looks_like: None,
+            typed: true,
         }
+    }
+
+    /// A reader whose Claude Code records all take the generic route.
+    #[cfg(test)]
+    pub(crate) fn generic_only(mut self) -> Self {
+        self.typed = false;
+        self
     }
 
     /// Reads line `line_no` (1-based, without its line break). Blank lines
@@ -519,9 +530,21 @@ impl LineReader {
             return Ok(());
         }
         let max_values = self.meter.begin_message(self.format, line).map_err(at)?;
+        // A `user` or `assistant` record read straight from the line, its
+        // values counted as they are read.
+        if let LineState::ClaudeCode(reader) = &mut self.state
+            && self.typed
+            && self.meter.read_counted(line, max_values, |tally| {
+                reader.read_typed(line, line_no, tally)
+            })
+        {
+            self.first_looks_like
+                .get_or_insert_with(|| detect_jsonl(line).filter(|&f| f != self.format));
+            return Ok(());
+        }
         let record = match self.state {
-            // Read whole as a `Value`: its values are counted as they are
-            // read, in the one parse.
+            // Else read whole as a `Value`: its values are counted as they
+            // are read, in the one parse.
             LineState::ClaudeCode(_) => self
                 .meter
                 .parse_message(self.format, line, max_values)
