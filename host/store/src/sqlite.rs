@@ -26,11 +26,14 @@
 //! database 1.7 times its lines and its import slower (issue 23). A new
 //! database has 16 KiB pages ([`PAGE_SIZE`]). Opening a version 1 to 3
 //! database migrates it in one `IMMEDIATE` transaction: the two tables are
-//! rebuilt, their rows copied in key order (a one-time cost of about a
-//! second per 100 MB of history; the old pages are then free pages, which
-//! later writes reuse, and the file does not shrink), and a failure rolls
-//! back to the old version whole. An old database keeps its 4 KiB pages: the
-//! page size of a WAL database changes only by `VACUUM` outside WAL.
+//! rebuilt, their rows copied in key order, and a failure rolls back to the
+//! old version whole. That costs about a second per 100 MB of history, once,
+//! with the write lock held (other processes wait up to [`BUSY_TIMEOUT`]).
+//! The old tables' pages are then free pages, which later writes reuse: the
+//! file does not shrink (a 174 MB database of a 96 MB history becomes
+//! 303 MB, 174 of them free) until a `VACUUM` (`sqlite3 PATH VACUUM`, about
+//! as long again). An old database keeps its 4 KiB pages: the page size of a
+//! WAL database changes only by a `VACUUM` outside WAL.
 //!
 //! **Tail reads.** [`SessionStore::load_tail`] walks the key
 //! `(session_id, seq)`: forward over the leading system rows, then back from
