@@ -170,93 +170,81 @@ impl<'de> Visitor<'de> for Skip<'_> {
     }
 }
 
-/// What `Value::as_str` gives of a value, the value read as [`Skip`] reads
-/// it.
-struct AsStr<'a>(&'a Tally);
+/// A value `Value::as_str` or `Value::as_u64` takes.
+trait Scalar: Sized {
+    fn from_str(_: &str) -> Option<Self> {
+        None
+    }
+    fn from_string(v: String) -> Option<Self> {
+        Self::from_str(&v)
+    }
+    fn from_u64(_: u64) -> Option<Self> {
+        None
+    }
+    fn from_i64(_: i64) -> Option<Self> {
+        None
+    }
+}
 
-impl<'de> DeserializeSeed<'de> for AsStr<'_> {
-    type Value = Option<String>;
+impl Scalar for String {
+    fn from_str(v: &str) -> Option<String> {
+        Some(v.to_owned())
+    }
+    fn from_string(v: String) -> Option<String> {
+        Some(v)
+    }
+}
+
+impl Scalar for u64 {
+    fn from_u64(v: u64) -> Option<u64> {
+        Some(v)
+    }
+    fn from_i64(v: i64) -> Option<u64> {
+        // A `Value` holds a non-negative `i64` as a `u64`.
+        u64::try_from(v).ok()
+    }
+}
+
+/// What `Value::as_str` (`As<String>`) or `Value::as_u64` (`As<u64>`)
+/// gives of a value, the value read as [`Skip`] reads it.
+struct As<'a, T>(&'a Tally, std::marker::PhantomData<T>);
+
+impl<'a, T> As<'a, T> {
+    fn new(tally: &'a Tally) -> Self {
+        As(tally, std::marker::PhantomData)
+    }
+}
+
+impl<'de, T: Scalar> DeserializeSeed<'de> for As<'_, T> {
+    type Value = Option<T>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for AsStr<'_> {
-    type Value = Option<String>;
+impl<'de, T: Scalar> Visitor<'de> for As<'_, T> {
+    type Value = Option<T>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        self.0.one()?;
-        Ok(Some(v.to_owned()))
+        self.0.one().map(|()| T::from_str(v))
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        self.0.one()?;
-        Ok(Some(v))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        Skip(self.0).visit_seq(seq).map(|()| None)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-        Skip(self.0).visit_map(map).map(|()| None)
-    }
-}
-
-/// What `Value::as_u64` gives of a value, the value read as [`Skip`] reads
-/// it.
-struct AsU64<'a>(&'a Tally);
-
-impl<'de> DeserializeSeed<'de> for AsU64<'_> {
-    type Value = Option<u64>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for AsU64<'_> {
-    type Value = Option<u64>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+        self.0.one().map(|()| T::from_string(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        self.0.one().map(|()| Some(v))
+        self.0.one().map(|()| T::from_u64(v))
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        // A `Value` holds a non-negative `i64` as a `u64`.
-        self.0.one().map(|()| u64::try_from(v).ok())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        self.0.one().map(|()| None)
+        self.0.one().map(|()| T::from_i64(v))
     }
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        self.0.one().map(|()| None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
         self.0.one().map(|()| None)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
@@ -336,7 +324,7 @@ impl<'de> Visitor<'de> for UsageSeed<'_> {
                     continue;
                 }
             };
-            *field = map.next_value_seed(AsU64(self.0))?;
+            *field = map.next_value_seed(As::<u64>::new(self.0))?;
         }
         Ok(Usage {
             input_tokens: input.unwrap_or(0),
@@ -386,7 +374,7 @@ impl<'de> Visitor<'de> for MessageSeed<'_> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.0.as_ref() {
                 "role" => {
-                    let role = map.next_value_seed(AsStr(self.0))?;
+                    let role = map.next_value_seed(As::<String>::new(self.0))?;
                     if self.1.is_none() && role.as_deref() == Some("assistant") {
                         kind = Some(Kind::Assistant);
                     }
@@ -400,8 +388,8 @@ impl<'de> Visitor<'de> for MessageSeed<'_> {
                     })
                 }
                 "usage" => fields.usage = Some(map.next_value_seed(UsageSeed(self.0))?),
-                "id" => fields.id = map.next_value_seed(AsStr(self.0))?,
-                "model" => fields.model = map.next_value_seed(AsStr(self.0))?,
+                "id" => fields.id = map.next_value_seed(As::<String>::new(self.0))?,
+                "model" => fields.model = map.next_value_seed(As::<String>::new(self.0))?,
                 _ => map.next_value_seed(Skip(self.0))?,
             }
         }
