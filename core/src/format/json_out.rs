@@ -274,7 +274,7 @@ fn escape_byte(out: &mut Vec<u8>, byte: u8) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -305,11 +305,14 @@ mod tests {
         }
     }
 
-    fn json_value() -> impl Strategy<Value = Value> {
+    /// Any JSON value: every kind of number, strings with what needs
+    /// escaping, nesting, repeated keys.
+    pub(crate) fn json_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
             any::<f64>().prop_map(Value::from),
             "(a|\"|\\\\|\n|\u{1}|é|😀|bcdefghij){0,12}".prop_map(Value::String),
         ];

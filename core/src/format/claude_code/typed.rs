@@ -748,6 +748,7 @@ impl<'de> Visitor<'de> for Compact<'_> {
 mod tests {
     use proptest::prelude::*;
 
+    use super::super::super::json_out::tests::json_value;
     use super::*;
 
     /// `text` as [`Compact`] writes it, or `None` when it refuses it.
@@ -814,24 +815,6 @@ mod tests {
         ] {
             assert_eq!(compact(text), None, "{text}");
         }
-    }
-
-    fn json_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_map(Value::from),
-            "(a|\"|\\\\|\n|\u{1}|é|😀|bcdefghij){0,12}".prop_map(Value::String),
-        ];
-        leaf.prop_recursive(5, 48, 6, |inner| {
-            prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                proptest::collection::vec(("[a-z\"]{0,3}", inner), 0..6)
-                    .prop_map(|fields| Value::Object(fields.into_iter().collect())),
-            ]
-        })
     }
 
     proptest! {
