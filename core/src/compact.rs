@@ -11,7 +11,8 @@
 //! more turns than that (a long agent run inside one user turn) keeps its last
 //! `keep_last_turns` exchanges instead, whole. Kept messages that would not
 //! fit beside the summary in the budget are summarized too rather than left
-//! out of the view ([`SummaryPlan::fit_kept`]). Messages larger than
+//! out of the view ([`SummaryPlan::fit_kept`]), when the summarizer is local
+//! ([`crate::summarize::Summarizer::is_local`]): a model is asked once. Messages larger than
 //! [`SummaryConfig::oversized_fraction`] of the window are left out of the
 //! summarizer's input (and the checkpoint says so). A span larger than one
 //! summarization call can take is split into parts, whole tool exchanges

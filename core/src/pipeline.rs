@@ -7,8 +7,10 @@
 //! 3. **pruning** of large tool results ([`crate::prune`]);
 //! 4. **summarization** when a trigger fires ([`crate::compact`]): the new
 //!    checkpoint pair is returned in [`Compaction::append`] for the caller to
-//!    append to the log, and the view continues after it; the kept messages
-//!    that would not fit beside the summary are summarized with the rest;
+//!    append to the log, and the view continues after it; with a local
+//!    summarizer ([`crate::summarize::Summarizer::is_local`]), the kept
+//!    messages that would not fit beside the summary are summarized with the
+//!    rest;
 //! 5. **budget packing** ([`crate::budget`]);
 //! 6. **emergency truncation** when the view still does not fit
 //!    ([`crate::truncate`]).
