@@ -706,9 +706,7 @@ fn overflow_plan(
 /// (the boundary note and the summary) fits the summary's share of the budget
 /// as [`cap_summary`] counts it.
 fn summary_room(system: &[Message], budget: &BudgetConfig, counter: &dyn TokenCounter) -> u32 {
-    let system_tokens: u64 = system.iter().map(|m| u64::from(m.tokens(counter))).sum();
-    let after_system = u64::from(budget.available()).saturating_sub(system_tokens);
-    let cap = (after_system as f64 * budget.summary_share) as u64;
+    let (_, cap) = summary_cap(system, budget, counter);
     let overhead = u64::from(counter.message_overhead());
     let room = cap.saturating_sub(BOUNDARY_TOKENS + 2 * overhead + 16);
     u32::try_from(room).unwrap_or(u32::MAX)
@@ -728,11 +726,25 @@ fn kept_room(
     budget: &BudgetConfig,
     counter: &dyn TokenCounter,
 ) -> u64 {
-    let system_tokens: u64 = system.iter().map(|m| u64::from(m.tokens(counter))).sum();
-    let after_system = u64::from(budget.available()).saturating_sub(system_tokens);
+    let (after_system, cap) = summary_cap(system, budget, counter);
+    after_system.saturating_sub(tokens(summary, counter).min(cap))
+}
+
+/// What the budget leaves after the system prompt, and the summary's share
+/// of that (its cap in the view).
+fn summary_cap(
+    system: &[Message],
+    budget: &BudgetConfig,
+    counter: &dyn TokenCounter,
+) -> (u64, u64) {
+    let after_system = u64::from(budget.available()).saturating_sub(tokens(system, counter));
     let cap = (after_system as f64 * budget.summary_share) as u64;
-    let summary_tokens: u64 = summary.iter().map(|m| u64::from(m.tokens(counter))).sum();
-    after_system.saturating_sub(summary_tokens.min(cap))
+    (after_system, cap)
+}
+
+/// The tokens of `messages`, summed.
+fn tokens(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
+    messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
 }
 
 /// Cuts the summary message of the view (never the log's) to its share of
@@ -743,10 +755,8 @@ fn cap_summary(
     budget: &BudgetConfig,
     counter: &dyn TokenCounter,
 ) -> bool {
-    let system_tokens: u64 = system.iter().map(|m| u64::from(m.tokens(counter))).sum();
-    let after_system = u64::from(budget.available()).saturating_sub(system_tokens);
-    let cap = (after_system as f64 * budget.summary_share) as u64;
-    let total: u64 = summary.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    let (_, cap) = summary_cap(system, budget, counter);
+    let total = tokens(summary, counter);
     let Some(text) = summary.last_mut() else {
         return false;
     };
