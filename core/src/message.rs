@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use xxhash_rust::xxh3::xxh3_64;
 
 use crate::tokens::TokenCounter;
 
@@ -440,109 +441,105 @@ impl PartialEq for TokenCache {
     }
 }
 
-/// A deterministic message id for sources that carry none.
+/// The id of a native log line that carries none: `jsonl-{line:05}-{hash}`.
 ///
-/// Built from a prefix naming the source, the message's position, and a hash of
-/// its text, so that importing the same transcript twice gives the same ids and
-/// different messages at one position give different ids.
+/// Part of the file store's format: the store derives it again on every
+/// read of such a line, and its checkpoints name messages by id, so it never
+/// changes. The hash is FNV-1a's low 32 bits over the text, one byte at a
+/// time; documents' ids use [`document_id`], which is faster on long texts.
 pub fn derived_id(prefix: &str, index: usize, text: &str) -> String {
-    format!("{prefix}-{index:05}-{:08x}", fnv1a(text.as_bytes()) as u32)
+    id_from_hash(prefix, index, fnv1a(text.as_bytes()))
 }
 
-/// [`derived_id`] of every message of a list, each at its index: the id of
-/// `messages[i]` is `derived_id(prefix, i, &messages[i].text())`.
+/// A deterministic id for a message of a document that carries none (an
+/// OpenAI, Anthropic, LangChain, pydantic-ai or Responses document, a
+/// Claude Code record without `uuid`, a message a processor added):
+/// `{prefix}-{index:05}-{hash}`.
 ///
-/// The hash is serial within a text (each byte waits for the previous
-/// byte's multiply), so four texts are hashed at once, which a reader of a
-/// whole document does three times as fast as one after another.
+/// Built from a prefix naming the source, the message's position, and a hash
+/// of its text, so that importing the same document twice gives the same ids
+/// and different messages at one position give different ids. The hash is
+/// XXH3-64's low 32 bits, which reads eight bytes a step where FNV-1a, used
+/// before (see [`document_id_before`]), waits on a multiply for every byte of
+/// a long tool result.
+pub fn document_id(prefix: &str, index: usize, text: &str) -> String {
+    id_from_hash(prefix, index, xxh3_64(text.as_bytes()))
+}
+
+/// [`document_id`] of every message of a list, each at its index: the id of
+/// `messages[i]` is `document_id(prefix, i, &messages[i].text())`.
 ///
 /// ```
 /// use agent_host_core::Message;
-/// use agent_host_core::message::{derived_id, derived_ids};
+/// use agent_host_core::message::{document_id, document_ids};
 ///
 /// let messages = [Message::user("hi"), Message::assistant(""), Message::user("bye")];
-/// let ids = derived_ids("openai", &messages);
-/// assert_eq!(ids[2], derived_id("openai", 2, "bye"));
+/// let ids = document_ids("openai", &messages);
+/// assert_eq!(ids[2], document_id("openai", 2, "bye"));
 /// ```
-pub fn derived_ids(prefix: &str, messages: &[Message]) -> Vec<String> {
-    let texts: Vec<std::borrow::Cow<'_, str>> = messages.iter().map(Message::text).collect();
-    let bytes: Vec<&[u8]> = texts.iter().map(|text| text.as_bytes()).collect();
-    fnv1a_each(&bytes)
-        .into_iter()
+pub fn document_ids(prefix: &str, messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
         .enumerate()
-        .map(|(index, hash)| format!("{prefix}-{index:05}-{:08x}", hash as u32))
+        .map(|(index, m)| document_id(prefix, index, &m.text()))
         .collect()
 }
 
-/// FNV-1a's starting value.
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-/// FNV-1a's multiplier.
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+/// The id a message read from a document had before [`document_id`] hashed
+/// with XXH3 (its FNV-1a form), when `id` is the id [`document_id`] derives
+/// for `text` at the position the id names; `None` for any other id.
+///
+/// `sessions import` recognises both, so that a document imported before
+/// is not imported again.
+///
+/// ```
+/// use agent_host_core::message::{derived_id, document_id, document_id_before};
+///
+/// let id = document_id("openai", 7, "hello");
+/// assert_eq!(document_id_before(&id, "hello"), Some(derived_id("openai", 7, "hello")));
+/// assert_eq!(document_id_before(&id, "another text"), None);
+/// assert_eq!(document_id_before("msg_01", "hello"), None);
+/// ```
+pub fn document_id_before(id: &str, text: &str) -> Option<String> {
+    let (rest, hash) = id.rsplit_once('-')?;
+    let (prefix, index) = rest.rsplit_once('-')?;
+    if hash.len() != 8 || index.len() < 5 || !index.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let index: usize = index.parse().ok()?;
+    (document_id(prefix, index, text) == id).then(|| derived_id(prefix, index, text))
+}
 
-/// FNV-1a, 64 bits: a fast, stable, dependency-free hash for derived ids.
+/// `{prefix}-{index:05}-{hash:08x}` (the hash's low 32 bits), written
+/// without the formatting machinery, which cost as much as a fast hash.
+fn id_from_hash(prefix: &str, index: usize, hash: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [b'0'; 20];
+    let mut at = digits.len();
+    let mut rest = index;
+    while rest > 0 || at > digits.len() - 5 {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    let low = hash as u32;
+    let hex: [u8; 8] = std::array::from_fn(|k| HEX[((low >> (28 - 4 * k)) & 0xF) as usize]);
+    let mut id = String::with_capacity(prefix.len() + 2 + digits.len() - at + hex.len());
+    id.push_str(prefix);
+    id.push('-');
+    id.extend(digits[at..].iter().map(|&d| char::from(d)));
+    id.push('-');
+    id.extend(hex.map(char::from));
+    id
+}
+
+/// FNV-1a, 64 bits: a stable, dependency-free hash for [`derived_id`].
 fn fnv1a(bytes: &[u8]) -> u64 {
-    fnv1a_from(FNV_OFFSET, bytes)
-}
-
-/// FNV-1a of `bytes` continued from `hash`.
-fn fnv1a_from(mut hash: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(FNV_PRIME);
-    }
-    hash
-}
-
-/// [`fnv1a`] of each of `items`, four at a time: each of four lanes hashes
-/// one item and takes the next when it is done, and the lanes advance
-/// together, so that four independent multiplies are in flight. The longest
-/// items go first, so that what is left when the items run out (hashed one
-/// at a time) is short.
-fn fnv1a_each(items: &[&[u8]]) -> Vec<u64> {
-    /// The item a lane hashes (`None` when there is none left), what is
-    /// left of it, and its hash so far.
-    type Lane<'a> = (Option<usize>, &'a [u8], u64);
-    let mut out = vec![FNV_OFFSET; items.len()];
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_unstable_by_key(|&i| std::cmp::Reverse(items[i].len()));
-    let mut order = order.into_iter();
-    let mut lanes: [Lane<'_>; 4] = [(None, &[], FNV_OFFSET); 4];
-    loop {
-        for lane in &mut lanes {
-            while lane.1.is_empty() {
-                if let Some(done) = lane.0.take() {
-                    out[done] = lane.2;
-                }
-                let Some(next) = order.next() else {
-                    break;
-                };
-                *lane = (Some(next), items[next], FNV_OFFSET);
-            }
-        }
-        if lanes.iter().any(|lane| lane.0.is_none()) {
-            // The items ran out: the lanes still busy finish one at a time.
-            for lane in &mut lanes {
-                if let Some(at) = lane.0 {
-                    out[at] = fnv1a_from(lane.2, lane.1);
-                }
-            }
-            return out;
-        }
-        let len = lanes.iter().map(|lane| lane.1.len()).min().unwrap_or(0);
-        let [a, b, c, d] = lanes.each_mut().map(|lane| {
-            let (now, rest) = lane.1.split_at(len);
-            lane.1 = rest;
-            now
-        });
-        let (mut ha, mut hb, mut hc, mut hd) = (lanes[0].2, lanes[1].2, lanes[2].2, lanes[3].2);
-        for (((&xa, &xb), &xc), &xd) in a.iter().zip(b).zip(c).zip(d) {
-            ha = (ha ^ u64::from(xa)).wrapping_mul(FNV_PRIME);
-            hb = (hb ^ u64::from(xb)).wrapping_mul(FNV_PRIME);
-            hc = (hc ^ u64::from(xc)).wrapping_mul(FNV_PRIME);
-            hd = (hd ^ u64::from(xd)).wrapping_mul(FNV_PRIME);
-        }
-        (lanes[0].2, lanes[1].2, lanes[2].2, lanes[3].2) = (ha, hb, hc, hd);
-    }
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes
+        .iter()
+        .fold(OFFSET, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(PRIME))
 }
 
 #[cfg(test)]
@@ -550,25 +547,55 @@ mod tests {
     use super::*;
     use crate::tokens::HeuristicCounter;
 
-    /// The ids of imported messages must never change (issue 23 hashed four
-    /// texts at once): the lanes give what the one-at-a-time hash gives,
-    /// for empty texts, texts of every length, and lists of any size.
+    /// Ids stored and imported must never change: the values themselves,
+    /// FNV-1a for native log lines and the ids documents had before, XXH3-64
+    /// for documents now (the reference implementation's values, from the
+    /// `xxhash` Python package: `xxh3_64_intdigest(text) & 0xffffffff`).
     #[test]
-    fn derived_ids_hash_as_derived_id_does() {
-        let texts: Vec<String> = (0..23)
-            .map(|n| "ab\u{e9}c".repeat((n * 7) % 11) + &"x".repeat(n % 3))
-            .collect();
-        for count in 0..texts.len() {
-            let messages: Vec<Message> = texts[..count].iter().map(Message::user).collect();
-            let one_at_a_time: Vec<String> = messages
-                .iter()
-                .enumerate()
-                .map(|(i, m)| derived_id("p", i, &m.text()))
-                .collect();
-            assert_eq!(derived_ids("p", &messages), one_at_a_time);
-        }
-        // The value itself, as ids written before this change have it.
+    fn ids_keep_their_values() {
         assert_eq!(derived_id("openai", 3, "hello"), "openai-00003-80aabd0b");
+        assert_eq!(derived_id("jsonl", 12, ""), "jsonl-00012-84222325");
+        assert_eq!(document_id("openai", 3, "hello"), "openai-00003-5c62dcfd");
+        assert_eq!(document_id("anthropic", 0, ""), "anthropic-00000-38d394c2");
+        assert_eq!(
+            document_id("openai", 123_456, &"x".repeat(1000)),
+            "openai-123456-962cba82"
+        );
+        let messages: Vec<Message> = ["hello", "", "hi"].map(Message::user).into();
+        assert_eq!(
+            document_ids("p", &messages),
+            [
+                "p-00000-5c62dcfd",
+                "p-00001-38d394c2",
+                &document_id("p", 2, "hi")
+            ]
+        );
+    }
+
+    /// What import recognises as a document's id from before: only the id
+    /// derived for that very text at that position.
+    #[test]
+    fn a_document_id_from_before_is_found_only_for_its_text_and_place() {
+        let id = document_id("claude-code", 42, "text");
+        assert_eq!(
+            document_id_before(&id, "text").as_deref(),
+            Some(derived_id("claude-code", 42, "text").as_str())
+        );
+        assert_eq!(document_id_before(&id, "text!"), None);
+        // An id the source gave, however it looks, and malformed ones.
+        let moved = id.replace("-00042-", "-00043-");
+        for other in [
+            "msg_01",
+            "",
+            "-",
+            "a-b-c",
+            moved.as_str(),
+            "openai-0003-5c62dcfd",
+            "openai-00003-5c62dcf",
+            "openai-+0003-5c62dcfd",
+        ] {
+            assert_eq!(document_id_before(other, "hello"), None, "{other}");
+        }
     }
 
     #[test]
@@ -609,6 +636,21 @@ mod tests {
         let m = Message::user("abcd");
         let default = m.tokens(&HeuristicCounter::default());
         assert_ne!(m.tokens(&cheap), default);
+    }
+
+    /// The ids written before the formatting was done by hand: the index
+    /// padded to five digits and longer when it needs to be, the hash's low
+    /// 32 bits as eight hexadecimal digits.
+    #[test]
+    fn ids_are_written_as_the_format_string_wrote_them() {
+        let indexes = [0, 1, 9, 10, 99_999, 100_000, 1_234_567, usize::MAX];
+        let hashes = [0, 1, 0xF, 0xdead_beef, u64::MAX, 0x1234_5678_9abc_def0];
+        for (index, hash) in indexes.into_iter().flat_map(|i| hashes.map(|h| (i, h))) {
+            assert_eq!(
+                id_from_hash("claude-code", index, hash),
+                format!("claude-code-{index:05}-{:08x}", hash as u32)
+            );
+        }
     }
 
     #[test]

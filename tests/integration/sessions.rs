@@ -193,6 +193,79 @@ fn import_keeps_every_message_of_a_corpus_session_and_a_jsonl_file() {
     assert_eq!(stored.meta.message_count, n as u64);
 }
 
+/// A document imported by a version whose derived ids hashed with FNV-1a is
+/// recognised after the change to XXH3: importing it again adds nothing, and
+/// the document grown by one message adds that one.
+#[test]
+fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
+    use agent_host_core::message::{derived_id, document_id};
+
+    let dir = tempfile::tempdir().unwrap();
+    let texts = ["Find the bug", "It is in parse.rs, line 12", "Fix it"];
+    let roles = ["user", "assistant", "user"];
+    let document = |n: usize| {
+        let messages: Vec<Value> = (0..n)
+            .map(|i| serde_json::json!({"role": roles[i], "content": texts[i]}))
+            .collect();
+        Value::Array(messages).to_string()
+    };
+    // The session as the earlier version left it: the first two messages,
+    // with their ids in the earlier form.
+    let store = FileStore::open(dir.path().join("store")).unwrap();
+    let session = store
+        .get_or_create(&NewSession::new("default").with_key("earlier"))
+        .unwrap()
+        .meta
+        .reference();
+    let held: Vec<Message> = [Message::user(texts[0]), Message::assistant(texts[1])]
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut m)| {
+            m.id = derived_id("openai", i, texts[i]);
+            assert_ne!(m.id, document_id("openai", i, texts[i]));
+            m
+        })
+        .collect();
+    store.append(&session, &held).unwrap();
+
+    let file = dir.path().join("chat.json");
+    std::fs::write(&file, document(2)).unwrap();
+    let text = ok(
+        dir.path(),
+        &[
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+            "--session",
+            "earlier",
+        ],
+    );
+    assert!(text.starts_with("nothing new: the 2 messages"), "{text}");
+
+    std::fs::write(&file, document(3)).unwrap();
+    let text = ok(
+        dir.path(),
+        &[
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+            "--session",
+            "earlier",
+        ],
+    );
+    assert!(text.starts_with("imported 1 message"), "{text}");
+    let stored = store.load(&session).unwrap().messages;
+    let ids: Vec<&str> = stored.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            held[0].id.as_str(),
+            held[1].id.as_str(),
+            document_id("openai", 2, texts[2]).as_str()
+        ]
+    );
+}
+
 /// A Codex CLI rollout (the shape Codex 0.5x writes) imports, detected, with
 /// its tool calls paired; twice, it adds nothing; named as Claude Code, it
 /// is refused naming Codex rather than imported as nothing.

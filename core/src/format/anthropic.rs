@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{Format, FormatError, kind_of, parse_document};
-use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_id};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, document_id};
 
 const FORMAT: Format = Format::Anthropic;
 
@@ -101,7 +101,7 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
         read_message(item, &mut tool_names, &mut out).map_err(|e| e.at_message(index))?;
     }
     for (index, m) in out.iter_mut().enumerate() {
-        m.id = derived_id("anthropic", index, &m.text());
+        m.id = document_id("anthropic", index, &m.text());
     }
     Ok(out)
 }

@@ -57,7 +57,7 @@ use serde_json::{Map, Value};
 use super::anthropic::{self, AssistantContent, ToolNames};
 use super::limits::Tally;
 use super::{Format, FormatError, Quarantined, Skipped, Transcript, kind_of};
-use crate::message::{Message, Usage, derived_id};
+use crate::message::{Message, Usage, document_id};
 
 mod typed;
 
@@ -553,7 +553,7 @@ impl Common {
     fn id(&self, m: &Message) -> String {
         match &self.uuid {
             Some(uuid) => uuid.clone(),
-            None => derived_id("claude-code", self.line, &m.text()),
+            None => document_id("claude-code", self.line, &m.text()),
         }
     }
 

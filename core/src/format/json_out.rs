@@ -236,17 +236,20 @@ fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
     // else its bytes before the first to escape, then that one escaped.
     while let Some(word) = bytes.get(i..i + 8) {
         let word: [u8; 8] = word.try_into().expect("eight bytes");
-        let mask = escape_mask(u64::from_le_bytes(word));
+        let value = u64::from_le_bytes(word);
+        let mask = escape_mask(value);
         if mask == 0 {
             out.extend_from_slice(&word);
             i += 8;
             continue;
         }
-        let clean = (mask.trailing_zeros() / 8) as usize;
+        let clean = mask.trailing_zeros() / 8;
         out.extend_from_slice(&word);
-        out.truncate(out.len() - 8 + clean);
-        escape_byte(out, word[clean]);
-        i += clean + 1;
+        out.truncate(out.len() - 8 + clean as usize);
+        // The byte taken from the register, not from the word stored a
+        // moment ago (a load that waited on that store).
+        escape_byte(out, (value >> (clean * 8)) as u8);
+        i += clean as usize + 1;
     }
     for &byte in &bytes[i..] {
         if ESCAPE[usize::from(byte)] == 0 {

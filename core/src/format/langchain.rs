@@ -16,7 +16,7 @@
 use serde_json::{Map, Value};
 
 use super::{Format, FormatError, kind_of};
-use crate::message::{MediaRef, Message, Part, Role, ToolCall, Usage, derived_id};
+use crate::message::{MediaRef, Message, Part, Role, ToolCall, Usage, document_id};
 
 /// The metadata key under which what this model has no place for is kept.
 pub const EXTRA_KEY: &str = "langchain";
@@ -47,7 +47,7 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
     let mut out = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
         let mut m = read_message(item).map_err(|e| e.at_message(index))?;
-        m.id = derived_id("langchain", index, &m.text());
+        m.id = document_id("langchain", index, &m.text());
         out.push(m);
     }
     Ok(out)

@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 
 use super::json_out::{JsonOut, OverCap};
 use super::{Format, FormatError, kind_of, parse_document};
-use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_ids};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, document_ids};
 
 /// The metadata key under which fields without a place in [`Message`] are kept.
 pub const EXTRA_KEY: &str = "openai";
@@ -95,7 +95,7 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
 /// derived.
 fn finish(mut messages: Vec<Message>) -> Result<Vec<Message>, FormatError> {
     // The ids hash the text alone, which nothing below changes.
-    let ids = derived_ids("openai", &messages);
+    let ids = document_ids("openai", &messages);
     // What the tool messages take from their calls, found first with the
     // calls borrowed: (message, the call id of a legacy `function`
     // message, the tool's name where the message has none).

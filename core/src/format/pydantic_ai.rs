@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{Format, FormatError, kind_of};
-use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage, derived_id};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, Usage, document_id};
 
 /// The metadata key under which what this model has no place for is kept.
 pub const EXTRA_KEY: &str = "pydantic_ai";
@@ -63,7 +63,7 @@ pub fn from_value(document: Value) -> Result<Vec<Message>, FormatError> {
         read_message(item, &mut out).map_err(|e| e.at_message(index))?;
     }
     for (index, m) in out.iter_mut().enumerate() {
-        m.id = derived_id("pydantic-ai", index, &m.text());
+        m.id = document_id("pydantic-ai", index, &m.text());
     }
     Ok(out)
 }

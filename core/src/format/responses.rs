@@ -38,7 +38,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{Format, FormatError, kind_of, openai::data_url_mime};
-use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, derived_id};
+use crate::message::{MediaRef, Message, Part, Reasoning, Role, ToolCall, document_id};
 
 /// The metadata key under which what this model has no place for is kept.
 pub const EXTRA_KEY: &str = "responses";
@@ -572,7 +572,7 @@ impl Items {
     pub(crate) fn finish(mut self, prefix: &str) -> Vec<Message> {
         self.close_turn();
         for (index, m) in self.out.iter_mut().enumerate() {
-            m.id = derived_id(prefix, index, &m.text());
+            m.id = document_id(prefix, index, &m.text());
         }
         self.out
     }

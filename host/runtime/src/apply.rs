@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use agent_host_core::format::{jsonl, openai};
-use agent_host_core::message::derived_id;
+use agent_host_core::message::document_id;
 use agent_host_core::repair::repair_until;
 use agent_host_core::stop::{StopCheck, Stopped};
 use agent_host_core::validate::validate_until;
@@ -247,7 +247,7 @@ fn check_answer(
             }
             None => {
                 if m.id.is_empty() {
-                    m.id = derived_id(rules.name, k, &m.text());
+                    m.id = document_id(rules.name, k, &m.text());
                 }
                 false
             }

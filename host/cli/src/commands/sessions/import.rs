@@ -3,6 +3,7 @@
 //! terminal.
 
 use super::*;
+use agent_host_core::message::document_id_before;
 
 /// How many messages one append of `sessions import` carries at most (whole
 /// turns only: a longer turn goes alone). Each append is one durable write.
@@ -46,7 +47,9 @@ pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Resu
     // Importing is idempotent: a message whose id the session holds already
     // (ids are the source's, or derived from position and text) is not
     // appended again, so importing a file twice, or a log that grew since,
-    // adds only what is new.
+    // adds only what is new. A derived id is also looked for in the form
+    // versions before XXH3 gave it, so a document imported by one of them
+    // is not imported again.
     let read = messages.len();
     let messages: Vec<Message> = if meta.message_count > 0 {
         let held = store
@@ -56,7 +59,11 @@ pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Resu
             held.messages.iter().map(|m| m.id.as_str()).collect();
         messages
             .into_iter()
-            .filter(|m| !ids.contains(m.id.as_str()))
+            .filter(|m| {
+                !ids.contains(m.id.as_str())
+                    && document_id_before(&m.id, &m.text())
+                        .is_none_or(|before| !ids.contains(before.as_str()))
+            })
             .collect()
     } else {
         messages
