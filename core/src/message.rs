@@ -524,13 +524,13 @@ fn id_from_hash(prefix: &str, index: usize, hash: u64) -> String {
     }
     let low = hash as u32;
     let hex: [u8; 8] = std::array::from_fn(|k| HEX[((low >> (28 - 4 * k)) & 0xF) as usize]);
-    let mut id = String::with_capacity(prefix.len() + 2 + digits.len() - at + hex.len());
-    id.push_str(prefix);
-    id.push('-');
-    id.extend(digits[at..].iter().map(|&d| char::from(d)));
-    id.push('-');
-    id.extend(hex.map(char::from));
-    id
+    let mut id = Vec::with_capacity(prefix.len() + 2 + digits.len() - at + hex.len());
+    id.extend_from_slice(prefix.as_bytes());
+    id.push(b'-');
+    id.extend_from_slice(&digits[at..]);
+    id.push(b'-');
+    id.extend_from_slice(&hex);
+    String::from_utf8(id).expect("a text and ASCII digits")
 }
 
 /// FNV-1a, 64 bits: a stable, dependency-free hash for [`derived_id`].
