@@ -256,6 +256,57 @@ pub fn compact_timed(
         .expect("a view is made when asked for")
 }
 
+/// [`compact()`] of a log the caller no longer needs: the messages that
+/// reach the view unchanged move into it rather than being copied, which
+/// saves copying (and later freeing) most of a history that fits.
+///
+/// ```
+/// use agent_host_core::budget::BudgetConfig;
+/// use agent_host_core::pipeline::{compact, compact_owned, PipelineConfig};
+/// use agent_host_core::{HeuristicCounter, Message};
+///
+/// let log = vec![Message::system("Be brief."), Message::user("hi"), Message::assistant("hello")];
+/// let config = PipelineConfig::repair_only(BudgetConfig::default());
+/// let (counter, now) = (HeuristicCounter::default(), chrono::Utc::now());
+/// let borrowed = compact(&log, None, &config, &counter, None, now);
+/// assert_eq!(compact_owned(log, None, &config, &counter, None, now), borrowed);
+/// ```
+pub fn compact_owned(
+    mut log: Vec<Message>,
+    checkpoint: Option<&Checkpoint>,
+    config: &PipelineConfig,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    now: DateTime<Utc>,
+) -> Compaction {
+    let run = Run {
+        log: &log,
+        hidden: 0,
+        checkpoint,
+        config,
+        counter,
+        clock: None,
+    };
+    let outcome = run.compact(summarizer, now, false);
+    let view = match (outcome.view, outcome.unmade) {
+        (Some(view), _) => view,
+        (None, Some(unmade)) => {
+            let mut view = unmade.system;
+            view.reserve(unmade.summary.len() + log.len() - unmade.from);
+            view.extend(unmade.summary);
+            view.extend(log.drain(unmade.from..));
+            view
+        }
+        (None, None) => unreachable!("a view not made is described"),
+    };
+    Compaction {
+        view,
+        append: outcome.append,
+        checkpoint: outcome.checkpoint,
+        report: outcome.report,
+    }
+}
+
 /// A pipeline run over a log of which `hidden` messages since the
 /// checkpoint are not given: they lie before the messages `log` holds after
 /// its system prompt and checkpoint pair ([`crate::window::LogWindow`] keeps
@@ -274,12 +325,23 @@ pub(crate) struct Run<'a> {
 }
 
 /// What a [`Run`] made: a compaction whose view is `None` when it was not
-/// asked for and could be counted without making it.
+/// asked for and could be counted without making it; `unmade` then says
+/// what it would be.
 pub(crate) struct Outcome {
     pub view: Option<Vec<Message>>,
+    pub unmade: Option<UnmadeView>,
     pub append: Vec<Message>,
     pub checkpoint: Option<Checkpoint>,
     pub report: PipelineReport,
+}
+
+/// A view a [`Run`] counted without making it: its system prompt and
+/// checkpoint pair as made, then the log's messages from `from` on, as they
+/// are.
+pub(crate) struct UnmadeView {
+    pub system: Vec<Message>,
+    pub summary: Vec<Message>,
+    pub from: usize,
 }
 
 impl Outcome {
@@ -576,14 +638,23 @@ impl Run<'_> {
             }
             _ => None,
         };
+        let mut unmade = None;
         let (view, truncations, view_tokens, messages_in_view, violations) = match counted {
-            Some(refs) => (
-                None,
-                Vec::new(),
-                view_tokens(&refs, &config.budget, counter, left_out),
-                refs.len(),
-                validate::validate_refs(&refs),
-            ),
+            Some(refs) => {
+                let counted = (
+                    None,
+                    Vec::new(),
+                    view_tokens(&refs, &config.budget, counter, left_out),
+                    refs.len(),
+                    validate::validate_refs(&refs),
+                );
+                unmade = Some(UnmadeView {
+                    system,
+                    summary,
+                    from: from + packed_out,
+                });
+                counted
+            }
             None => {
                 let (system_len, summary_len) = (system.len(), summary.len());
                 let mut view = system;
@@ -635,6 +706,7 @@ impl Run<'_> {
         };
         Outcome {
             view,
+            unmade,
             append,
             checkpoint: new_checkpoint,
             report: PipelineReport {

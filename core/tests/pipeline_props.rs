@@ -7,11 +7,12 @@
 //! - a [`LogWindow`] kept over appends reports what the whole log does;
 //! - the checks that let the pipeline skip copying the history (repair,
 //!   pruning would change nothing) say what the stages do, and skipping
-//!   gives what running them gives.
+//!   gives what running them gives;
+//! - a log given away (`compact_owned`) compacts as a borrowed one does.
 
 use agent_host_core::budget::{BudgetConfig, build_view};
 use agent_host_core::compact::SummaryConfig;
-use agent_host_core::pipeline::{PipelineConfig, SummaryOutcome, compact};
+use agent_host_core::pipeline::{PipelineConfig, SummaryOutcome, compact, compact_owned};
 use agent_host_core::prune::{PruneConfig, prune, would_prune};
 use agent_host_core::repair::{is_repaired, repair};
 use agent_host_core::summarize::{Summarizer, SummaryError, SummaryRequest};
@@ -356,5 +357,37 @@ proptest! {
         prop_assert!(matches!(running.report.summary, SummaryOutcome::NotDone(_)));
         running.report.summary = SummaryOutcome::Skipped;
         prop_assert_eq!(skipping, running);
+    }
+
+    /// Whichever way the view is made (moved from the log, copied, or made
+    /// by the stages that changed it), a log given away gives what a
+    /// borrowed one does: every stage on or off, with or without a
+    /// summarizer, with truncation, at budgets from far too small to ample.
+    #[test]
+    fn a_log_given_away_compacts_as_a_borrowed_one(
+        h in prop_oneof![history(), broken_history()],
+        limit in 200u32..50_000,
+        repair_only in any::<bool>(),
+        summarize in any::<bool>(),
+        truncate in any::<bool>(),
+        system in any::<bool>(),
+    ) {
+        let counter = HeuristicCounter::default();
+        let mut h = h;
+        if system {
+            h.insert(0, Message::system("You are a careful agent.".repeat(20)));
+        }
+        let mut config = if repair_only {
+            PipelineConfig::repair_only(budget(limit, 3))
+        } else {
+            PipelineConfig { budget: budget(limit, 3), ..PipelineConfig::default() }
+        };
+        if !truncate {
+            config.truncate = None;
+        }
+        let summarizer = summarize.then_some(&Names as &dyn Summarizer);
+        let borrowed = compact(&h, None, &config, &counter, summarizer, now());
+        let owned = compact_owned(h, None, &config, &counter, summarizer, now());
+        prop_assert_eq!(owned, borrowed);
     }
 }
