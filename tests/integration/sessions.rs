@@ -229,30 +229,17 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
     store.append(&session, &held).unwrap();
 
     let file = dir.path().join("chat.json");
-    std::fs::write(&file, document(2)).unwrap();
-    let text = ok(
-        dir.path(),
-        &[
-            "sessions",
-            "import",
-            file.to_str().unwrap(),
-            "--session",
-            "earlier",
-        ],
-    );
+    let import = |messages: usize| {
+        std::fs::write(&file, document(messages)).unwrap();
+        let file = file.to_str().unwrap();
+        ok(
+            dir.path(),
+            &["sessions", "import", file, "--session", "earlier"],
+        )
+    };
+    let text = import(2);
     assert!(text.starts_with("nothing new: the 2 messages"), "{text}");
-
-    std::fs::write(&file, document(3)).unwrap();
-    let text = ok(
-        dir.path(),
-        &[
-            "sessions",
-            "import",
-            file.to_str().unwrap(),
-            "--session",
-            "earlier",
-        ],
-    );
+    let text = import(3);
     assert!(text.starts_with("imported 1 message"), "{text}");
     let stored = store.load(&session).unwrap().messages;
     let ids: Vec<&str> = stored.iter().map(|m| m.id.as_str()).collect();
