@@ -441,11 +441,12 @@ impl PartialEq for TokenCache {
     }
 }
 
-/// The id of a native log line that carries none: `jsonl-{line:05}-{hash}`.
+/// The id of a native log line that carries none (`jsonl-{line:05}-{hash}`),
+/// or of a message a processor adds without one.
 ///
-/// Part of the file store's format: the store derives it again on every
-/// read of such a line, and its checkpoints name messages by id, so it never
-/// changes. The hash is FNV-1a's low 32 bits over the text, one byte at a
+/// Part of the file store's format (the store derives it again on every
+/// read of such a line, and its checkpoints name messages by id) and of the
+/// digests a replay compares, so it never changes. The hash is FNV-1a's low 32 bits over the text, one byte at a
 /// time; documents' ids use [`document_id`], which is faster on long texts.
 pub fn derived_id(prefix: &str, index: usize, text: &str) -> String {
     id_from_hash(prefix, index, fnv1a(text.as_bytes()))
@@ -453,8 +454,7 @@ pub fn derived_id(prefix: &str, index: usize, text: &str) -> String {
 
 /// A deterministic id for a message of a document that carries none (an
 /// OpenAI, Anthropic, LangChain, pydantic-ai or Responses document, a
-/// Claude Code record without `uuid`, a message a processor added):
-/// `{prefix}-{index:05}-{hash}`.
+/// Claude Code record without `uuid`): `{prefix}-{index:05}-{hash}`.
 ///
 /// Built from a prefix naming the source, the message's position, and a hash
 /// of its text, so that importing the same document twice gives the same ids
@@ -487,27 +487,69 @@ pub fn document_ids(prefix: &str, messages: &[Message]) -> Vec<String> {
 
 /// The id a message read from a document had before [`document_id`] hashed
 /// with XXH3 (its FNV-1a form), when `id` is the id [`document_id`] derives
-/// for `text` at the position the id names; `None` for any other id.
+/// for `text` at the position the id names, with any `:n` suffix a reader
+/// adds to tell apart the messages of one record (kept as it is); `None`
+/// for any other id.
 ///
-/// `sessions import` recognises both, so that a document imported before
-/// is not imported again.
+/// A replay uses it to read a history the way the version that recorded
+/// the run did.
 ///
 /// ```
 /// use agent_host_core::message::{derived_id, document_id, document_id_before};
 ///
 /// let id = document_id("openai", 7, "hello");
 /// assert_eq!(document_id_before(&id, "hello"), Some(derived_id("openai", 7, "hello")));
+/// assert_eq!(document_id_before(&format!("{id}:2"), "hello"), Some(derived_id("openai", 7, "hello") + ":2"));
 /// assert_eq!(document_id_before(&id, "another text"), None);
 /// assert_eq!(document_id_before("msg_01", "hello"), None);
 /// ```
 pub fn document_id_before(id: &str, text: &str) -> Option<String> {
-    let (rest, hash) = id.rsplit_once('-')?;
-    let (prefix, index) = rest.rsplit_once('-')?;
-    if hash.len() != 8 || index.len() < 5 || !index.bytes().all(|b| b.is_ascii_digit()) {
+    let (prefix, index, _, suffix) = derived_parts(id)?;
+    let base = &id[..id.len() - suffix.len()];
+    (document_id(prefix, index, text) == base).then(|| derived_id(prefix, index, text) + suffix)
+}
+
+/// The place a derived id names: `{prefix}-{index}` and any `:n` suffix,
+/// without the hash; `None` for an id of another shape. A document's
+/// message has the same place under FNV-1a, which versions before XXH3
+/// used, and under XXH3, so `sessions import` takes a held message at the
+/// same place with the same text for the same message (the hash may have
+/// covered less than the whole text: a streamed turn's id hashes its first
+/// piece).
+///
+/// ```
+/// use agent_host_core::message::derived_place;
+///
+/// assert_eq!(derived_place("claude-code-00003-3ed15acb:1").as_deref(), Some("claude-code-00003:1"));
+/// assert_eq!(derived_place("openai-00012-80aabd0b").as_deref(), Some("openai-00012"));
+/// assert_eq!(derived_place("msg_01"), None);
+/// ```
+pub fn derived_place(id: &str) -> Option<String> {
+    let (prefix, _, digits, suffix) = derived_parts(id)?;
+    Some(format!("{prefix}-{digits}{suffix}"))
+}
+
+/// A derived id's prefix, index (and its digits as written) and `:n`
+/// suffix (empty when none), when `id` has the shape
+/// `{prefix}-{index:05}-{8 hex}[:n]`.
+fn derived_parts(id: &str) -> Option<(&str, usize, &str, &str)> {
+    let (base, suffix) = match id.rsplit_once(':') {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            (base, &id[base.len()..])
+        }
+        _ => (id, ""),
+    };
+    let (rest, hash) = base.rsplit_once('-')?;
+    let (prefix, digits) = rest.rsplit_once('-')?;
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if hash.len() != 8
+        || !hash.bytes().all(hex)
+        || digits.len() < 5
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
-    let index: usize = index.parse().ok()?;
-    (document_id(prefix, index, text) == id).then(|| derived_id(prefix, index, text))
+    Some((prefix, digits.parse().ok()?, digits, suffix))
 }
 
 /// `{prefix}-{index:05}-{hash:08x}` (the hash's low 32 bits), written
@@ -583,6 +625,13 @@ mod tests {
         );
         assert_eq!(document_id_before(&id, "text!"), None);
         // An id the source gave, however it looks, and malformed ones.
+        // A record's later messages, as the Claude Code reader numbers them.
+        let later = document_id("claude-code", 42, "second") + ":1";
+        assert_eq!(
+            document_id_before(&later, "second"),
+            Some(derived_id("claude-code", 42, "second") + ":1")
+        );
+        assert_eq!(document_id_before(&later, "text"), None);
         let moved = id.replace("-00042-", "-00043-");
         for other in [
             "msg_01",
@@ -593,8 +642,41 @@ mod tests {
             "openai-0003-5c62dcfd",
             "openai-00003-5c62dcf",
             "openai-+0003-5c62dcfd",
+            "openai-00003-5C62DCFD",
+            "openai-00003-5c62dcfd:",
+            "openai-00003-5c62dcfd:x",
         ] {
             assert_eq!(document_id_before(other, "hello"), None, "{other}");
+        }
+    }
+
+    /// A derived id's place is the same under either hash, and only ids of
+    /// the derived shape have one.
+    #[test]
+    fn a_derived_place_is_the_id_without_its_hash() {
+        let (now, before) = (
+            document_id("pydantic-ai", 4, "x"),
+            derived_id("pydantic-ai", 4, "x"),
+        );
+        assert_ne!(now, before);
+        assert_eq!(derived_place(&now), derived_place(&before));
+        assert_eq!(derived_place(&now).as_deref(), Some("pydantic-ai-00004"));
+        assert_eq!(
+            derived_place(&format!("{now}:3")).as_deref(),
+            Some("pydantic-ai-00004:3")
+        );
+        assert_eq!(
+            derived_place("jsonl-123456-0000abcd").as_deref(),
+            Some("jsonl-123456")
+        );
+        for other in [
+            "",
+            "msg_01",
+            "a-1-0000abcd",
+            "a-00001-0000abcg",
+            "550e8400-e29b-41d4-a716-446655440000",
+        ] {
+            assert_eq!(derived_place(other), None, "{other}");
         }
     }
 

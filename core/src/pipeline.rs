@@ -267,7 +267,7 @@ pub fn compact_timed(
 ///
 /// let log = vec![Message::system("Be brief."), Message::user("hi"), Message::assistant("hello")];
 /// let config = PipelineConfig::repair_only(BudgetConfig::default());
-/// let (counter, now) = (HeuristicCounter::default(), chrono::Utc::now());
+/// let (counter, now) = (HeuristicCounter::default(), chrono::DateTime::UNIX_EPOCH);
 /// let borrowed = compact(&log, None, &config, &counter, None, now);
 /// assert_eq!(compact_owned(log, None, &config, &counter, None, now), borrowed);
 /// ```

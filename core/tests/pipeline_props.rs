@@ -387,7 +387,31 @@ proptest! {
         }
         let summarizer = summarize.then_some(&Names as &dyn Summarizer);
         let borrowed = compact(&h, None, &config, &counter, summarizer, now());
-        let owned = compact_owned(h, None, &config, &counter, summarizer, now());
-        prop_assert_eq!(owned, borrowed);
+        let owned = compact_owned(h.clone(), None, &config, &counter, summarizer, now());
+        prop_assert_eq!(&owned, &borrowed);
+        // After a checkpoint: the pair appended to the log, what it covers
+        // read no more; the next run with the summarizer, and without (the
+        // view then moved from the log).
+        let summarizing = PipelineConfig {
+            summary: Some(SummaryConfig { max_messages: Some(6), ..SummaryConfig::default() }),
+            force_summary: true,
+            ..config.clone()
+        };
+        let first = compact(&h, None, &summarizing, &counter, Some(&Names), now());
+        if let Some(checkpoint) = &first.checkpoint {
+            let mut log = h;
+            log.extend(first.append.iter().cloned());
+            // Enough after the pair that a small budget's tail stops short
+            // of it: the view is then moved from the log.
+            log.extend((0..40).map(|i| {
+                let text = format!("exchange {i} ").repeat(30);
+                if i % 2 == 0 { Message::user(text) } else { Message::assistant(text) }
+            }));
+            for summarizer in [summarizer, None] {
+                let borrowed = compact(&log, Some(checkpoint), &config, &counter, summarizer, now());
+                let owned = compact_owned(log.clone(), Some(checkpoint), &config, &counter, summarizer, now());
+                prop_assert_eq!(owned, borrowed);
+            }
+        }
     }
 }

@@ -320,6 +320,60 @@ fn a_changed_history_is_refused_and_another_path_can_be_given() {
     );
 }
 
+/// A run recorded before documents' derived ids were hashed with XXH3 (its
+/// history's digest and its processor's input hold the FNV-1a ids) replays
+/// from the same document: the history is read again as that version read
+/// it.
+#[test]
+fn a_report_recorded_with_the_earlier_document_ids_replays() {
+    use agent_host_core::format::{self, Format};
+    use agent_host_core::message::document_id_before;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sample = agent_host_engine::transcript::sample().transcript.messages;
+    let document = format::write(Format::OpenAi, &sample).unwrap();
+    let doc = dir.path().join("chat.json");
+    std::fs::write(&doc, &document).unwrap();
+    // What that version read from the document: the same messages, each id
+    // in its FNV-1a form; the run recorded over a native log of them.
+    let mut earlier = format::parse(Format::OpenAi, &document).unwrap().messages;
+    for m in &mut earlier {
+        m.id = document_id_before(&m.id, &m.text()).expect("a derived id");
+    }
+    let history = dir.path().join("earlier.jsonl");
+    std::fs::write(&history, format::write(Format::Jsonl, &earlier).unwrap()).unwrap();
+    let (report, cache) = (dir.path().join("report.json"), dir.path().join("cache"));
+    let component = standard_processor("keep-last-turns");
+    let out = cli(&[
+        &"run",
+        &"--input",
+        &history,
+        &"--processor",
+        &component,
+        &"--processor-config",
+        &r#"{"turns": 2}"#,
+        &"--report",
+        &report,
+        &"--cache-dir",
+        &cache,
+        &"--output",
+        &"/dev/null",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The report as that version wrote it for the document.
+    let mut r = read_json(&report);
+    r["replay"]["history"]["source"] = doc.to_str().unwrap().into();
+    r["replay"]["history"]["format"] = "openai".into();
+    write_json(&report, &r);
+
+    let out = replay(dir.path(), &report, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The document changed is still another history.
+    std::fs::write(&doc, document.replacen("Can you find out why?", "Why?", 1)).unwrap();
+    let out = replay(dir.path(), &report, &[]);
+    assert_eq!(code(&out), 65, "{}", stderr(&out));
+}
+
 #[test]
 fn a_history_from_standard_input_must_be_given_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -253,6 +253,63 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
     );
 }
 
+/// A `claude -p` stream-json log (no uuids, so every id is derived)
+/// imported by a version that hashed ids with FNV-1a is recognised: a
+/// record's second tool result (`:1` after its id) and a streamed turn,
+/// whose id hashes its first piece only, included.
+#[test]
+fn a_claude_code_log_imported_with_the_earlier_ids_is_not_imported_again() {
+    use agent_host_core::format::{Format, parse};
+    use agent_host_core::message::{derived_id, document_id, document_id_before};
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stream.jsonl");
+    std::fs::write(
+        &log,
+        r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s1","tools":["Bash"],"model":"claude-sonnet-4-5"}
+{"type":"assistant","message":{"id":"msg_1","role":"assistant","content":[{"type":"text","text":"Checking both."}]},"parent_tool_use_id":null,"session_id":"s1"}
+{"type":"assistant","message":{"id":"msg_1","role":"assistant","content":[{"type":"text","text":"Listing them now."},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls a"}},{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"ls b"}}]},"parent_tool_use_id":null,"session_id":"s1"}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"a.txt"},{"tool_use_id":"toolu_2","type":"tool_result","content":"b.txt"}]},"parent_tool_use_id":null,"session_id":"s1"}
+{"type":"assistant","message":{"id":"msg_2","role":"assistant","content":[{"type":"text","text":"Two files."}]},"parent_tool_use_id":null,"session_id":"s1"}
+"#,
+    )
+    .unwrap();
+    let read = parse(Format::ClaudeCode, &std::fs::read_to_string(&log).unwrap())
+        .unwrap()
+        .messages;
+    // The session as the earlier version left it: every id in its FNV-1a
+    // form. The streamed turn's id hashed its first piece (line 2).
+    assert_eq!(read.len(), 4);
+    assert_eq!(read[0].id, document_id("claude-code", 2, "Checking both."));
+    assert_ne!(read[0].text(), "Checking both.");
+    assert!(read[2].id.ends_with(":1"), "{}", read[2].id);
+    let held: Vec<Message> = read
+        .iter()
+        .cloned()
+        .enumerate()
+        .map(|(i, mut m)| {
+            m.id = if i == 0 {
+                derived_id("claude-code", 2, "Checking both.")
+            } else {
+                document_id_before(&m.id, &m.text()).expect("a derived id")
+            };
+            m
+        })
+        .collect();
+    let store = FileStore::open(dir.path().join("store")).unwrap();
+    let session = store
+        .get_or_create(&NewSession::new("default").with_key("cc"))
+        .unwrap()
+        .meta
+        .reference();
+    store.append(&session, &held).unwrap();
+
+    let file = log.to_str().unwrap();
+    let text = ok(dir.path(), &["sessions", "import", file, "--session", "cc"]);
+    assert!(text.starts_with("nothing new: the 4 messages"), "{text}");
+    assert_eq!(store.load(&session).unwrap().messages.len(), 4);
+}
+
 /// A Codex CLI rollout (the shape Codex 0.5x writes) imports, detected, with
 /// its tool calls paired; twice, it adds nothing; named as Claude Code, it
 /// is refused naming Codex rather than imported as nothing.

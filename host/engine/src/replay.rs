@@ -30,6 +30,7 @@ use std::sync::Arc;
 use agent_host_core::Message;
 use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::format::{Format, Limits as HistoryLimits};
+use agent_host_core::message::document_id_before;
 use agent_host_core::pipeline::{self, PipelineConfig};
 use agent_host_core::session::Checkpoint;
 use agent_host_core::{HeuristicCounter, TokenCounter};
@@ -323,8 +324,25 @@ pub fn replay(
         planned.push((p, record, options));
     }
 
-    let (log, shown) = read_history(&run.history, options)?;
-    let digest = HistoryDigest::of(&log);
+    let (mut log, shown) = read_history(&run.history, options)?;
+    let mut digest = HistoryDigest::of(&log);
+    if digest != run.history.digest {
+        // A run recorded before documents' derived ids were hashed with
+        // XXH3: the history read as that version read it.
+        let earlier: Vec<Message> = log
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                if let Some(id) = document_id_before(&m.id, &m.text()) {
+                    m.id = id;
+                }
+                m
+            })
+            .collect();
+        if HistoryDigest::of(&earlier) == run.history.digest {
+            (log, digest) = (earlier, run.history.digest.clone());
+        }
+    }
     if digest != run.history.digest {
         return Err(EngineError::InvalidInput(format!(
             "the history {shown} is not the one the report records: its SHA-256 is {} ({} messages), \

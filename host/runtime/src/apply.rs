@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use agent_host_core::format::{jsonl, openai};
-use agent_host_core::message::document_id;
+use agent_host_core::message::derived_id;
 use agent_host_core::repair::repair_until;
 use agent_host_core::stop::{StopCheck, Stopped};
 use agent_host_core::validate::validate_until;
@@ -247,7 +247,10 @@ fn check_answer(
             }
             None => {
                 if m.id.is_empty() {
-                    m.id = document_id(rules.name, k, &m.text());
+                    // FNV-1a, as ever: the ids of what a processor adds are
+                    // in the digests of its recorded output, which a replay
+                    // of an earlier report compares.
+                    m.id = derived_id(rules.name, k, &m.text());
                 }
                 false
             }

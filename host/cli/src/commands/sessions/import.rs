@@ -3,7 +3,8 @@
 //! terminal.
 
 use super::*;
-use agent_host_core::message::document_id_before;
+use agent_host_core::message::derived_place;
+use std::collections::{HashMap, HashSet};
 
 /// How many messages one append of `sessions import` carries at most (whole
 /// turns only: a longer turn goes alone). Each append is one durable write.
@@ -47,23 +48,30 @@ pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Resu
     // Importing is idempotent: a message whose id the session holds already
     // (ids are the source's, or derived from position and text) is not
     // appended again, so importing a file twice, or a log that grew since,
-    // adds only what is new. A derived id is also looked for in the form
-    // versions before XXH3 gave it, so a document imported by one of them
-    // is not imported again.
+    // adds only what is new. A derived id is also looked for by its place
+    // (`derived_place`: versions before XXH3 gave the same place another
+    // hash) with the same text, so a document imported by one of them is
+    // not imported again.
     let read = messages.len();
     let messages: Vec<Message> = if meta.message_count > 0 {
         let held = store
             .load(&session)
             .with_context(|| format!("cannot load session {}", describe(&meta)))?;
-        let ids: std::collections::HashSet<&str> =
-            held.messages.iter().map(|m| m.id.as_str()).collect();
+        let ids: HashSet<&str> = held.messages.iter().map(|m| m.id.as_str()).collect();
+        let mut places: HashMap<String, Vec<&Message>> = HashMap::new();
+        for m in &held.messages {
+            if let Some(place) = derived_place(&m.id) {
+                places.entry(place).or_default().push(m);
+            }
+        }
+        let held_at_its_place = |m: &Message| {
+            derived_place(&m.id)
+                .and_then(|place| places.get(&place))
+                .is_some_and(|there| there.iter().any(|h| h.text() == m.text()))
+        };
         messages
             .into_iter()
-            .filter(|m| {
-                !ids.contains(m.id.as_str())
-                    && document_id_before(&m.id, &m.text())
-                        .is_none_or(|before| !ids.contains(before.as_str()))
-            })
+            .filter(|m| !ids.contains(m.id.as_str()) && !held_at_its_place(m))
             .collect()
     } else {
         messages
