@@ -446,8 +446,9 @@ impl PartialEq for TokenCache {
 ///
 /// Part of the file store's format (the store derives it again on every
 /// read of such a line, and its checkpoints name messages by id) and of the
-/// digests a replay compares, so it never changes. The hash is FNV-1a's low 32 bits over the text, one byte at a
-/// time; documents' ids use [`document_id`], which is faster on long texts.
+/// digests a replay compares, so it never changes. The hash is FNV-1a's low
+/// 32 bits over the text, one byte at a time; documents' ids use
+/// [`document_id`], which is faster on long texts.
 pub fn derived_id(prefix: &str, index: usize, text: &str) -> String {
     id_from_hash(prefix, index, fnv1a(text.as_bytes()))
 }
