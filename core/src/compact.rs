@@ -29,7 +29,7 @@ use crate::budget::unit_start;
 use crate::message::{Message, Role, nth_last_position};
 use crate::session::Checkpoint;
 use crate::summarize::{DEFAULT_MAX_WORDS, Summarizer, SummaryError, SummaryRequest};
-use crate::tokens::TokenCounter;
+use crate::tokens::{self, TokenCounter};
 
 /// When and how to summarize.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -255,10 +255,7 @@ impl SummaryPlan {
         let mut used = 0u64;
         while start > self.span {
             let unit = unit_start(&refs, start);
-            let tokens: u64 = messages[unit..start]
-                .iter()
-                .map(|m| u64::from(m.tokens(counter)))
-                .sum();
+            let tokens = tokens::total(&messages[unit..start], counter);
             if used + tokens > room && refs.len() - start >= min_recent.max(1) {
                 break;
             }
@@ -712,10 +709,6 @@ mod tests {
         out
     }
 
-    fn tokens_of(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
-        messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
-    }
-
     // Regression: the kept exchanges of a long agent run (the Codex CLI
     // trajectory of `extractive_styles`) took more than the budget left
     // them, and packing dropped the oldest with no summary of it.
@@ -727,7 +720,7 @@ mod tests {
         let plan = plan(&run, 10_000, 4_000, &config, &counter, true).unwrap();
         // The last four exchanges are kept back.
         assert_eq!(plan.span, 9);
-        let two = tokens_of(&run[13..], &counter);
+        let two = tokens::total(&run[13..], &counter);
         let wider = plan
             .clone()
             .fit_kept(&run, two, 1, 4_000, &config, &counter);
@@ -748,7 +741,7 @@ mod tests {
         let config = SummaryConfig::default();
         let run = agent_run(8, 400);
         let plan = plan(&run, 10_000, 4_000, &config, &counter, true).unwrap();
-        let all = tokens_of(&run[plan.span..], &counter);
+        let all = tokens::total(&run[plan.span..], &counter);
         assert_eq!(
             plan.clone()
                 .fit_kept(&run, all, 1, 4_000, &config, &counter),

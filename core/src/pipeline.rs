@@ -32,7 +32,7 @@ use crate::prune::{self, PruneConfig, Pruned};
 use crate::repair::{self, Repair};
 use crate::session::Checkpoint;
 use crate::summarize::{Summarizer, SummaryError};
-use crate::tokens::TokenCounter;
+use crate::tokens::{self, TokenCounter};
 use crate::truncate::{self, TruncateConfig, Truncation};
 use crate::validate::{self, Violation};
 
@@ -386,8 +386,7 @@ impl Run<'_> {
         let mut summary: Vec<Message> = split
             .summary
             .map_or_else(Vec::new, |(b, s)| vec![log[b].clone(), log[s].clone()]);
-        let tokens_of =
-            |ms: &[Message]| ms.iter().map(|m| u64::from(m.tokens(counter))).sum::<u64>();
+        let tokens_of = |ms: &[Message]| tokens::total(ms, counter);
         let fixed_tokens = tokens_of(&system) + tokens_of(&summary);
         let available = u64::from(config.budget.available().max(1));
 
@@ -799,7 +798,7 @@ fn kept_room(
     counter: &dyn TokenCounter,
 ) -> u64 {
     let (after_system, cap) = summary_cap(system, budget, counter);
-    after_system.saturating_sub(tokens(summary, counter).min(cap))
+    after_system.saturating_sub(tokens::total(summary, counter).min(cap))
 }
 
 /// What the budget leaves after the system prompt, and the summary's share
@@ -809,14 +808,9 @@ fn summary_cap(
     budget: &BudgetConfig,
     counter: &dyn TokenCounter,
 ) -> (u64, u64) {
-    let after_system = u64::from(budget.available()).saturating_sub(tokens(system, counter));
+    let after_system = u64::from(budget.available()).saturating_sub(tokens::total(system, counter));
     let cap = (after_system as f64 * budget.summary_share) as u64;
     (after_system, cap)
-}
-
-/// The tokens of `messages`, summed.
-fn tokens(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
-    messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
 }
 
 /// Cuts the summary message of the view (never the log's) to its share of
@@ -828,7 +822,7 @@ fn cap_summary(
     counter: &dyn TokenCounter,
 ) -> bool {
     let (_, cap) = summary_cap(system, budget, counter);
-    let total = tokens(summary, counter);
+    let total = tokens::total(summary, counter);
     let Some(text) = summary.last_mut() else {
         return false;
     };
@@ -1132,6 +1126,22 @@ mod tests {
         (log, config)
     }
 
+    /// [`long_run`] compacted with a [`Counted`] summarizer, local or not:
+    /// the log, the compaction, the messages summarized, the calls.
+    fn compact_long_run(local: bool) -> (Vec<Message>, Compaction, usize, usize) {
+        let (log, config) = long_run();
+        let summarizer = Counted {
+            local,
+            calls: 0.into(),
+        };
+        let counter = HeuristicCounter::default();
+        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
+        let SummaryOutcome::Summarized { covered, .. } = out.report.summary else {
+            panic!("{:?}", out.report.summary);
+        };
+        (log, out, covered, summarizer.calls.get())
+    }
+
     // Regression (the Codex CLI trajectory of `extractive_styles`): a long
     // agent run inside one user turn keeps its last four exchanges out of the
     // summary; when they took more than the budget left them, packing left
@@ -1140,42 +1150,24 @@ mod tests {
     // summarizes them too.
     #[test]
     fn kept_exchanges_that_do_not_fit_are_summarized_not_dropped() {
-        let (log, config) = long_run();
-        let summarizer = Counted {
-            local: true,
-            calls: 0.into(),
-        };
-        let counter = HeuristicCounter::default();
-        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
-        let SummaryOutcome::Summarized { covered, .. } = &out.report.summary else {
-            panic!("{:?}", out.report.summary);
-        };
+        let (log, out, covered, calls) = compact_long_run(true);
         // Before: the four exchanges a4..r7 kept, a4 and r4 left out.
-        assert!(*covered > 9, "covered {covered}");
+        assert!(covered > 9, "covered {covered}");
         assert_eq!(out.report.usage.view.left_out, 0);
         let kept: Vec<&str> = out.view[3..].iter().map(|m| m.id.as_str()).collect();
         assert_eq!(kept.len() + covered, log.len() - 1, "{kept:?}");
         assert_eq!(kept.last(), Some(&"r7"));
         assert!(out.report.violations.is_empty());
-        assert!(summarizer.calls.get() > 1);
+        assert!(calls > 1);
     }
 
     // A model is asked once a compaction: what does not fit beside its
     // summary is left out by packing, and the report counts it.
     #[test]
     fn a_model_summarizer_is_asked_once_and_what_does_not_fit_is_counted() {
-        let (log, config) = long_run();
-        let summarizer = Counted {
-            local: false,
-            calls: 0.into(),
-        };
-        let counter = HeuristicCounter::default();
-        let out = compact(&log, None, &config, &counter, Some(&summarizer), now());
-        let SummaryOutcome::Summarized { covered, .. } = &out.report.summary else {
-            panic!("{:?}", out.report.summary);
-        };
-        assert_eq!(summarizer.calls.get(), 1);
-        assert_eq!(*covered, 9);
+        let (_, out, covered, calls) = compact_long_run(false);
+        assert_eq!(calls, 1);
+        assert_eq!(covered, 9);
         assert!(out.report.usage.view.left_out > 0);
         assert_eq!(out.view.last().map(|m| m.id.as_str()), Some("r7"));
     }

@@ -174,6 +174,11 @@ impl TokenCounter for HeuristicCounter {
     }
 }
 
+/// The tokens of `messages`, summed (each message's count cached in it).
+pub(crate) fn total(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
+    messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
+}
+
 /// Whether a character belongs to a CJK script (ideographs, kana, hangul, and
 /// the CJK punctuation and full-width forms that go with them).
 fn is_cjk(c: char) -> bool {

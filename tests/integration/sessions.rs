@@ -193,6 +193,19 @@ fn import_keeps_every_message_of_a_corpus_session_and_a_jsonl_file() {
     assert_eq!(stored.meta.message_count, n as u64);
 }
 
+/// The store of `dir` with session `key` of the default agent holding
+/// `messages`, as an earlier version left it.
+fn session_holding(dir: &Path, key: &str, messages: &[Message]) -> (FileStore, SessionRef) {
+    let store = FileStore::open(dir.join("store")).unwrap();
+    let session = store
+        .get_or_create(&NewSession::new("default").with_key(key))
+        .unwrap()
+        .meta
+        .reference();
+    store.append(&session, messages).unwrap();
+    (store, session)
+}
+
 /// A document imported by a version whose derived ids hashed with FNV-1a is
 /// recognised after the change to XXH3: importing it again adds nothing, and
 /// the document grown by one message adds that one.
@@ -211,12 +224,6 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
     };
     // The session as the earlier version left it: the first two messages,
     // with their ids in the earlier form.
-    let store = FileStore::open(dir.path().join("store")).unwrap();
-    let session = store
-        .get_or_create(&NewSession::new("default").with_key("earlier"))
-        .unwrap()
-        .meta
-        .reference();
     let held: Vec<Message> = [Message::user(texts[0]), Message::assistant(texts[1])]
         .into_iter()
         .enumerate()
@@ -226,7 +233,7 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
             m
         })
         .collect();
-    store.append(&session, &held).unwrap();
+    let (store, session) = session_holding(dir.path(), "earlier", &held);
 
     let file = dir.path().join("chat.json");
     let import = |messages: usize| {
@@ -251,6 +258,21 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
             document_id("openai", 2, texts[2]).as_str()
         ]
     );
+    // Another text at a held place is another message.
+    std::fs::write(&file, document(3).replace(texts[1], "It is in lex.rs")).unwrap();
+    let text = ok(
+        dir.path(),
+        &[
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+            "--session",
+            "earlier",
+        ],
+    );
+    assert!(text.starts_with("imported 1 message"), "{text}");
+    let last = store.load(&session).unwrap().messages.pop().unwrap();
+    assert_eq!(last.id, document_id("openai", 1, "It is in lex.rs"));
 }
 
 /// A `claude -p` stream-json log (no uuids, so every id is derived)
@@ -296,13 +318,7 @@ fn a_claude_code_log_imported_with_the_earlier_ids_is_not_imported_again() {
             m
         })
         .collect();
-    let store = FileStore::open(dir.path().join("store")).unwrap();
-    let session = store
-        .get_or_create(&NewSession::new("default").with_key("cc"))
-        .unwrap()
-        .meta
-        .reference();
-    store.append(&session, &held).unwrap();
+    let (store, session) = session_holding(dir.path(), "cc", &held);
 
     let file = log.to_str().unwrap();
     let text = ok(dir.path(), &["sessions", "import", file, "--session", "cc"]);

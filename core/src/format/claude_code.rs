@@ -252,7 +252,8 @@ impl Reader {
             Some(Value::String(kind)) => kind,
             _ => return Err(FormatError::new(FORMAT, "missing string `type`").at_field("type")),
         };
-        self.chain(&Links::of(&record, record.get("uuid")));
+        let links = Links::of(&record);
+        self.chain(&links);
         match kind.as_str() {
             "summary" => {
                 if self.transcript.title.is_none() {
@@ -263,7 +264,7 @@ impl Reader {
                 }
             }
             "user" => {
-                let thread = self.thread_of(&Links::of(&record, record.get("uuid")));
+                let thread = self.thread_of(&links);
                 let compact_summary = is_compact_summary(&record);
                 let (mut message, common) = split_record(record, line_no)?;
                 let content = message.shift_remove("content").unwrap_or(Value::Null);
@@ -271,7 +272,7 @@ impl Reader {
                 self.push_user(thread, results, user, common, compact_summary);
             }
             "assistant" => {
-                let thread = self.thread_of(&Links::of(&record, record.get("uuid")));
+                let thread = self.thread_of(&links);
                 self.read_assistant(record, thread, line_no)?;
             }
             "system"
@@ -514,9 +515,9 @@ struct Links<'a> {
 }
 
 impl<'a> Links<'a> {
-    /// The links of a record whose `uuid` field is `uuid`.
-    fn of(record: &'a Map<String, Value>, uuid: Option<&'a Value>) -> Self {
-        Links::of_typed(record, uuid.and_then(Value::as_str))
+    /// The links of a record.
+    fn of(record: &'a Map<String, Value>) -> Self {
+        Links::of_typed(record, record.get("uuid").and_then(Value::as_str))
     }
 
     /// The links of a record's fields but its `uuid`, which is `uuid`.

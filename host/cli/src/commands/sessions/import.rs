@@ -4,6 +4,7 @@
 
 use super::*;
 use agent_host_core::message::derived_place;
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 /// How many messages one append of `sessions import` carries at most (whole
@@ -58,15 +59,24 @@ pub(super) fn import(args: &ImportArgs, spec: &str, out: &mut dyn Write) -> Resu
             .load(&session)
             .with_context(|| format!("cannot load session {}", describe(&meta)))?;
         let ids: HashSet<&str> = held.messages.iter().map(|m| m.id.as_str()).collect();
-        let mut places: HashMap<String, Vec<&Message>> = HashMap::new();
-        for m in &held.messages {
-            if let Some(place) = derived_place(&m.id) {
-                places.entry(place).or_default().push(m);
-            }
-        }
+        // The held messages by place, made only for a message whose id the
+        // session does not hold (a log imported by this version has none).
+        let places = OnceCell::new();
         let held_at_its_place = |m: &Message| {
-            derived_place(&m.id)
-                .and_then(|place| places.get(&place))
+            let Some(place) = derived_place(&m.id) else {
+                return false;
+            };
+            let places = places.get_or_init(|| {
+                let mut places: HashMap<String, Vec<&Message>> = HashMap::new();
+                for h in &held.messages {
+                    if let Some(place) = derived_place(&h.id) {
+                        places.entry(place).or_default().push(h);
+                    }
+                }
+                places
+            });
+            places
+                .get(&place)
                 .is_some_and(|there| there.iter().any(|h| h.text() == m.text()))
         };
         messages
