@@ -1116,13 +1116,12 @@ pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<()> {
     // its first page is written, which switching to WAL already does. On a
     // database that exists this changes nothing (it would only apply to a
     // `VACUUM` outside WAL).
-    conn.pragma_update(None, "page_size", PAGE_SIZE)
-        .map_err(fail)?;
+    retry_busy(|| conn.pragma_update(None, "page_size", PAGE_SIZE)).map_err(fail)?;
     // The first statement that reads the file: a file that is not a
     // database fails here.
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-        .map_err(fail)?;
+    let mode: String =
+        retry_busy(|| conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)))
+            .map_err(fail)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::Backend {
             context: format!(
@@ -1135,6 +1134,26 @@ pub(crate) fn configure(conn: &Connection, path: &Path) -> Result<()> {
     conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")
         .map_err(fail)?;
     Ok(())
+}
+
+/// Runs `step` again, for up to [`BUSY_TIMEOUT`], while SQLite says the
+/// database is busy without waiting: processes opening a new database at
+/// once race to write its first page and switch it to WAL, and SQLite
+/// answers the loser at once rather than call the busy handler (which
+/// could deadlock there).
+fn retry_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match step() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`], under the write lock so that
