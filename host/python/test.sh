@@ -26,4 +26,5 @@ python3 -m venv "$venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index \
     --find-links "$wheelhouse" "$wheel" pytest langchain-core langchain pydantic-ai-slim openai-agents >&2
 cd "$here/tests"
-exec "$venv/bin/python" -m pytest -p no:cacheprovider -q "$@"
+# Not `exec`: the EXIT trap must still remove the venv (about 300 MB) afterwards.
+"$venv/bin/python" -m pytest -p no:cacheprovider -q "$@"
