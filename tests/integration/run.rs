@@ -370,6 +370,128 @@ fn a_batch_runs_every_history_and_names_the_ones_that_fail() {
     );
 }
 
+/// A batch runs its histories at once (`--jobs`), yet writes, prints and
+/// reports exactly what one at a time does, in the order of the inputs; a
+/// history that fails in the middle stays in its place.
+#[test]
+fn a_batch_run_at_once_matches_one_run_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("in");
+    std::fs::create_dir(&inputs).unwrap();
+    let lines: Vec<&str> = agent_host_engine::transcript::SAMPLE.lines().collect();
+    // Histories of different lengths, so that their lines differ, and they
+    // finish in another order than they start.
+    for (name, n) in [("c", 3), ("d", 9), ("e", 5), ("f", 10), ("g", 12), ("h", 4)] {
+        let n = n.min(lines.len());
+        std::fs::write(
+            inputs.join(format!("{name}.jsonl")),
+            lines[..n].join("\n") + "\n",
+        )
+        .unwrap();
+    }
+    std::fs::write(inputs.join("b.json"), "{ not a history").unwrap();
+    // The first history is much the longest: run at once, it finishes last.
+    let long: Vec<Value> = (0..20_000)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": format!("turn {i} of a long history")})
+        })
+        .collect();
+    std::fs::write(inputs.join("a.json"), Value::Array(long).to_string()).unwrap();
+    let cache = dir.path().join("cache");
+    let batch = |jobs: &str| {
+        let (out_dir, report_path) = (
+            dir.path().join(format!("out-{jobs}")),
+            dir.path().join(format!("report-{jobs}.json")),
+        );
+        let out = run(
+            &[
+                "run",
+                "--input",
+                inputs.to_str().unwrap(),
+                "--output-dir",
+                out_dir.to_str().unwrap(),
+                "--jobs",
+                jobs,
+                "--report",
+                report_path.to_str().unwrap(),
+                "--processor",
+                guests::EDITS,
+                "--processor-config",
+                r#"{"drop": [1]}"#,
+                "--cache-dir",
+                cache.to_str().unwrap(),
+            ],
+            "",
+        );
+        assert!(!out.status.success(), "b.json fails the batch");
+        // The lines, without the times they took and the output folder.
+        let printed: Vec<String> = stderr(&out)
+            .replace(out_dir.to_str().unwrap(), "OUT")
+            .lines()
+            .map(|l| match l.rfind(" in ") {
+                Some(at) if l.ends_with(" ms") => l[..at].to_owned(),
+                _ => l.to_owned(),
+            })
+            .collect();
+        let report = report(&report_path);
+        let sources: Vec<String> = report["histories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["input"]["source"].as_str().unwrap().to_owned())
+            .collect();
+        let mut written = std::collections::BTreeMap::new();
+        for entry in std::fs::read_dir(&out_dir).unwrap() {
+            let entry = entry.unwrap();
+            written.insert(
+                entry.file_name().to_string_lossy().into_owned(),
+                std::fs::read(entry.path()).unwrap(),
+            );
+        }
+        (printed, sources, written)
+    };
+    let (printed, sources, written) = batch("1");
+    let names: Vec<&str> = sources
+        .iter()
+        .map(|s| s.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "a.json", "b.json", "c.jsonl", "d.jsonl", "e.jsonl", "f.jsonl", "g.jsonl", "h.jsonl"
+        ]
+    );
+    assert_eq!(written.len(), 7, "{:?}", written.keys());
+    assert!(
+        printed
+            .iter()
+            .filter(|l| l.starts_with("pipeline:"))
+            .count()
+            == 7,
+        "{printed:#?}"
+    );
+    let at_once = batch("4");
+    assert_eq!(at_once.1, sources, "the report keeps the inputs' order");
+    assert_eq!(at_once.0, printed, "the lines keep the inputs' order");
+    assert!(at_once.2 == written, "the same results");
+
+    let out = run(
+        &[
+            "run",
+            "--input",
+            inputs.to_str().unwrap(),
+            "--output-dir",
+            "x",
+            "--jobs",
+            "0",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--jobs"), "{}", stderr(&out));
+}
+
 /// Batch mode refuses before running anything: two inputs that would write
 /// one result, a pattern that matches nothing, several inputs without
 /// --output-dir.

@@ -1,8 +1,9 @@
 //! `agent-host run` on many histories: one batch process (`--input DIR
 //! --output-dir OUT`: the runtime, the compile cache and the loaded
-//! processor shared) against one process per history (what a shell loop
-//! over the files does), on the corpus' histories, the same processor, in
-//! the same run. A bench binary: the figures are whole-command times.
+//! processor shared), with a job per core (its default) and with `--jobs 1`,
+//! against one process per history (what a shell loop over the files does),
+//! on the corpus' histories, the same processor, in the same run. A bench
+//! binary: the figures are whole-command times.
 //!
 //! `cargo bench -p agent-host --bench batch` (`BENCH_ROUNDS`, default 3;
 //! the median is reported).
@@ -77,15 +78,22 @@ fn main() {
     args.extend(chain);
     run(&args, &cache);
 
-    let (mut batch, mut each) = (Vec::new(), Vec::new());
+    let (mut batch, mut serial, mut each) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        let out = dir.path().join(format!("batch-{round}"));
-        let mut args = vec!["run", "--input", inputs.to_str().unwrap(), "--output-dir"];
-        args.push(out.to_str().unwrap());
-        args.extend(chain);
-        let started = Instant::now();
-        run(&args, &cache);
-        batch.push(started.elapsed().as_secs_f64() * 1e3);
+        for (jobs, times) in [(None, &mut batch), (Some("1"), &mut serial)] {
+            let out = dir
+                .path()
+                .join(format!("batch-{round}-{}", jobs.unwrap_or("all")));
+            let mut args = vec!["run", "--input", inputs.to_str().unwrap(), "--output-dir"];
+            args.push(out.to_str().unwrap());
+            if let Some(jobs) = jobs {
+                args.extend(["--jobs", jobs]);
+            }
+            args.extend(chain);
+            let started = Instant::now();
+            run(&args, &cache);
+            times.push(started.elapsed().as_secs_f64() * 1e3);
+        }
 
         let out = dir.path().join(format!("each-{round}"));
         std::fs::create_dir(&out).unwrap();
@@ -99,13 +107,15 @@ fn main() {
         }
         each.push(started.elapsed().as_secs_f64() * 1e3);
         println!(
-            "round {}: batch {:.0} ms, one process per history {:.0} ms",
+            "round {}: batch {:.0} ms, batch --jobs 1 {:.0} ms, one process per history {:.0} ms",
             round + 1,
             batch[round],
+            serial[round],
             each[round]
         );
     }
-    let (batch, each) = (median(batch), median(each));
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let (batch, serial, each) = (median(batch), median(serial), median(each));
     println!();
     println!(
         "{} histories ({messages} messages, {:.1} MB), keep-last-turns after the pipeline at 8,000 tokens:",
@@ -119,8 +129,16 @@ fn main() {
         each / files.len() as f64
     );
     println!(
-        "| one batch process | {batch:.0} ms | {:.1} ms |",
+        "| one batch process, --jobs 1 | {serial:.0} ms | {:.1} ms |",
+        serial / files.len() as f64
+    );
+    println!(
+        "| one batch process, a job per core ({cores}) | {batch:.0} ms | {:.1} ms |",
         batch / files.len() as f64
     );
-    println!("batch: {:.1} times faster", each / batch);
+    println!(
+        "batch: {:.1} times faster ({:.1} with --jobs 1)",
+        each / batch,
+        each / serial
+    );
 }

@@ -17,7 +17,8 @@
 //! - the peer: `json.loads`, one `re.sub` per kind, `json.dumps`;
 //! - `agent-host run --input DIR --output-dir OUT --no-compact --processor
 //!   redact-secrets.wasm`: the whole command, process start included (the
-//!   compile cache warm);
+//!   compile cache warm), with `--jobs 1` (like for like with the peer) and
+//!   with a job per core (what the command does by default);
 //! - in process, through [`Runtime::run`] (what an embedder does): on demand
 //!   (the CLI's runtime) and pooling, the compile cache warm, the processor
 //!   loaded once before the timing;
@@ -312,13 +313,15 @@ fn main() {
         }
     }
 
-    let cli_args = |out: &Path| -> Vec<String> {
+    let cli_args = |out: &Path, jobs: &str| -> Vec<String> {
         [
             "run",
             "--input",
             inputs_dir.to_str().unwrap(),
             "--output-dir",
             out.to_str().unwrap(),
+            "--jobs",
+            jobs,
             "--no-compact",
             "--processor",
             processor.to_str().unwrap(),
@@ -329,9 +332,9 @@ fn main() {
         .map(String::from)
         .to_vec()
     };
-    let cli = |out: &Path| {
+    let cli = |out: &Path, jobs: &str| {
         let output = util::agent_host()
-            .args(cli_args(out))
+            .args(cli_args(out, jobs))
             .output()
             .expect("agent-host starts");
         assert!(
@@ -343,7 +346,7 @@ fn main() {
     // The CLI redacts what native redacts (its writer may differ from
     // `format::write` in form, not in the texts).
     let cli_out = dir.path().join("cli-check");
-    cli(&cli_out);
+    cli(&cli_out, "1");
     let cli_texts: usize = inputs
         .iter()
         .map(|i| {
@@ -371,12 +374,14 @@ fn main() {
         }
     }
 
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let ways = [
-        "agent-host run --output-dir (whole command)",
+        "agent-host run --output-dir --jobs 1 (whole command)",
         "in process, on-demand runtime",
         "in process, pooling runtime",
         "native redact-secrets",
         "parse and write only",
+        "agent-host run --output-dir, a job per core (whole command)",
     ];
     // `BENCH_WAY=N` times way N alone (to profile it), without the peer.
     let only: Option<usize> = std::env::var("BENCH_WAY").ok().and_then(|w| w.parse().ok());
@@ -394,7 +399,8 @@ fn main() {
             std::fs::create_dir(&out).unwrap();
             let started = Instant::now();
             match w {
-                0 => cli(&out),
+                0 => cli(&out, "1"),
+                5 => cli(&out, &cores.to_string()),
                 1 | 2 => {
                     let (runtime, loaded) = &runtimes[w - 1];
                     let called = Cell::new(0.0);
@@ -402,7 +408,8 @@ fn main() {
                     calls[w - 1].push(called.get());
                 }
                 3 => native(&out, &mut vec![0; counts.len()]),
-                _ => end_to_end(&inputs, &out, |m| m),
+                4 => end_to_end(&inputs, &out, |m| m),
+                _ => unreachable!("way {w}"),
             }
             time.push(started.elapsed().as_secs_f64() * 1e3);
             std::fs::remove_dir_all(&out).unwrap();
@@ -469,7 +476,7 @@ fn main() {
     println!();
     if let Some(peer) = peer_median {
         let peer = median(peer);
-        for (w, label) in ways.iter().enumerate().take(4) {
+        for (w, label) in ways.iter().enumerate().filter(|(w, _)| *w != 4) {
             println!(
                 "{label}: {:.1} times faster than the peer",
                 peer / medians[w]

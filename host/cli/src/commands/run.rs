@@ -3,6 +3,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agent_host_core::extractive::ExtractiveSummarizer;
@@ -43,6 +45,12 @@ pub struct RunArgs {
     /// with the output format's extension; --report then writes one report for all of them.
     #[arg(long, value_name = "DIR", requires = "input", conflicts_with_all = ["output", "session"])]
     output_dir: Option<PathBuf>,
+    /// Batch mode: how many histories run at once (default: the machine's cores). Each holds
+    /// its own processor instances, so the processors' peak memory is up to this many times
+    /// their --memory-mib. What is printed and reported stays in the order of the inputs.
+    #[arg(long, short = 'j', value_name = "N", requires = "output_dir",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
     /// Its format; detected when not given.
     #[arg(
         long,
@@ -215,14 +223,23 @@ pub fn run(
         }
     };
     let mut chain = Some(chain);
-    let processed = process(&args, settings, loaded, kind, checkpoint.as_ref(), || {
-        let chain = chain.take().expect("the chain is loaded once");
-        load_chain(
-            cache_dir(args.cache_dir.as_deref(), args.no_cache),
-            &chain,
-            args.quiet,
-        )
-    })?;
+    let mut stderr = std::io::stderr();
+    let processed = process(
+        &args,
+        settings,
+        loaded,
+        kind,
+        checkpoint.as_ref(),
+        &mut stderr,
+        || {
+            let chain = chain.take().expect("the chain is loaded once");
+            load_chain(
+                cache_dir(args.cache_dir.as_deref(), args.no_cache),
+                &chain,
+                args.quiet,
+            )
+        },
+    )?;
     if let Some(path) = &args.report {
         let text = agent_host_core::format::to_pretty(&processed.report)?;
         std::fs::write(path, text + "\n")
@@ -277,24 +294,34 @@ fn batch(
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot make the output folder {}", dir.display()))?;
     let started = Instant::now();
-    let mut loaded_chain: Option<ProcessorChain> = None;
-    let mut reports = Vec::with_capacity(planned.len());
-    let (mut written, mut failed) = (0usize, 0usize);
-    for (input, stem) in planned {
+    // The chain is loaded by the first history that needs it; the others
+    // wait for it and share it (one runtime and compile cache). A chain that
+    // fails to load is tried again by the next history, which fails alike.
+    let loaded_chain: Mutex<Option<ProcessorChain>> = Mutex::new(None);
+    let one = |input: &Path, stem: &str| -> Finished {
+        let mut log = Vec::new();
         let outcome =
             transcript::load(input, args.format, &args.limits.limits()).and_then(|loaded| {
-                process(args, settings, loaded, HistoryKind::File, None, || {
-                    if loaded_chain.is_none() {
-                        loaded_chain = Some(load_chain(
-                            cache_dir(args.cache_dir.as_deref(), args.no_cache),
-                            chain,
-                            args.quiet,
-                        )?);
-                    }
-                    Ok(loaded_chain.clone().expect("loaded just now"))
-                })
+                process(
+                    args,
+                    settings,
+                    loaded,
+                    HistoryKind::File,
+                    None,
+                    &mut log,
+                    || {
+                        let mut held = loaded_chain.lock().unwrap_or_else(|e| e.into_inner());
+                        if held.is_none() {
+                            *held = Some(load_chain(
+                                cache_dir(args.cache_dir.as_deref(), args.no_cache),
+                                chain,
+                                args.quiet,
+                            )?);
+                        }
+                        Ok(held.clone().expect("loaded just now"))
+                    },
+                )
             });
-        let shown = input.display().to_string();
         let (report, error) = match outcome {
             Ok(processed) => {
                 let ext = if processed.format.is_line_based() {
@@ -316,22 +343,82 @@ fn batch(
                 Some(e),
             ),
         };
-        let mut report = report;
+        Finished { report, error, log }
+    };
+    let jobs = args
+        .jobs
+        .map(usize::from)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .clamp(1, planned.len().max(1));
+    let mut reports = Vec::with_capacity(planned.len());
+    let (mut written, mut failed) = (0usize, 0usize);
+    // Each history's lines and error are printed when it and every history
+    // before it have finished: in the order of the inputs, whatever `jobs`.
+    let mut emit = |(input, _): &(&PathBuf, String), done: Finished| {
+        let Finished {
+            mut report,
+            error,
+            log,
+        } = done;
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(&log);
         match error {
             Some(e) => {
                 failed += 1;
                 let why = format!("{e:#}");
+                let shown = input.display().to_string();
                 // Most errors name the file already.
-                if why.contains(&shown) {
-                    eprintln!("{}", crate::term::safe(&why));
+                let _ = if why.contains(&shown) {
+                    writeln!(stderr, "{}", crate::term::safe(&why))
                 } else {
-                    eprintln!("{}: {}", crate::term::safe(&shown), crate::term::safe(&why));
-                }
-                report["error"] = json!(format!("{e:#}"));
+                    writeln!(
+                        stderr,
+                        "{}: {}",
+                        crate::term::safe(&shown),
+                        crate::term::safe(&why)
+                    )
+                };
+                report["error"] = json!(why);
             }
             None => written += 1,
         }
         reports.push(report);
+    };
+    if jobs == 1 {
+        for planned in &planned {
+            let done = one(planned.0, &planned.1);
+            emit(planned, done);
+        }
+    } else {
+        let next = AtomicUsize::new(0);
+        let (send, receive) = std::sync::mpsc::channel::<(usize, Finished)>();
+        std::thread::scope(|scope| {
+            for _ in 0..jobs {
+                let (send, next, one, planned) = (send.clone(), &next, &one, &planned);
+                scope.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((input, stem)) = planned.get(i) else {
+                            break;
+                        };
+                        if send.send((i, one(input, stem))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(send);
+            // Finished out of order: held until the ones before it are in.
+            let mut waiting = std::collections::BTreeMap::new();
+            let mut due = 0;
+            for (i, done) in receive {
+                waiting.insert(i, done);
+                while let Some(done) = waiting.remove(&due) {
+                    emit(&planned[due], done);
+                    due += 1;
+                }
+            }
+        });
     }
     let elapsed = ms(started.elapsed());
     if let Some(path) = &args.report {
@@ -439,6 +526,14 @@ struct Processed {
     format: Format,
 }
 
+/// One history of a batch, run: its report, what failed, and the lines it
+/// would have printed (held so that histories run at once do not mix them).
+struct Finished {
+    report: Value,
+    error: Option<anyhow::Error>,
+    log: Vec<u8>,
+}
+
 /// Runs one loaded history through the pipeline and the processors
 /// (`chain` gives them, loaded the first time it is called: after the
 /// pipeline, so a bad history is reported before processors are compiled).
@@ -448,6 +543,7 @@ fn process(
     loaded: transcript::Loaded,
     kind: HistoryKind,
     checkpoint: Option<&agent_host_core::Checkpoint>,
+    diag: &mut dyn Write,
     chain: impl FnOnce() -> Result<ProcessorChain>,
 ) -> Result<Processed> {
     let counter = HeuristicCounter::default();
@@ -496,7 +592,7 @@ fn process(
     }
     if !args.quiet {
         for repair in &compaction.report.repairs {
-            eprintln!("repaired: {}", crate::term::safe(&repair.to_string()));
+            let _ = writeln!(diag, "repaired: {}", crate::term::safe(&repair.to_string()));
         }
         let r = &compaction.report;
         let summary = match &r.summary {
@@ -506,7 +602,8 @@ fn process(
             }
             _ => "no summary".to_owned(),
         };
-        eprintln!(
+        let _ = writeln!(
+            diag,
             "pipeline: {} messages, {} tokens -> {} messages, {} tokens ({summary}, {} pruned, {} truncations)",
             log.len(),
             input_tokens,
@@ -579,13 +676,15 @@ fn process(
 
     if !args.quiet {
         for r in &reports {
-            match &r.error {
-                Some(e) => eprintln!(
+            let _ = match &r.error {
+                Some(e) => writeln!(
+                    diag,
                     "{}: failed, its input kept: {}",
                     crate::term::safe(&r.name),
                     crate::term::safe(e)
                 ),
-                None => eprintln!(
+                None => writeln!(
+                    diag,
                     "{} {}: kept {}, dropped {}, replaced {}, inserted {}; {} -> {} tokens in {:.1} ms",
                     crate::term::safe(&r.name),
                     crate::term::safe(&r.version),
@@ -597,7 +696,7 @@ fn process(
                     r.tokens_after,
                     r.time_ms
                 ),
-            }
+            };
         }
     }
 
