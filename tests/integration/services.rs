@@ -498,6 +498,49 @@ fn a_turns_processor_reads_the_memory_that_memory_add_wrote() {
         first_log_line(&report),
         "memory: ok alice=told another agent her PIN"
     );
+    // A batch run at once shares one memory: every history reads it.
+    let inputs = dir.path().join("batch");
+    std::fs::create_dir(&inputs).unwrap();
+    for i in 0..5 {
+        std::fs::copy(history(dir.path()), inputs.join(format!("h{i}.json"))).unwrap();
+    }
+    let output = agent_host()
+        .arg("--store")
+        .arg(&store)
+        .args([
+            "run",
+            "--no-compact",
+            "--no-cache",
+            "--quiet",
+            "--jobs",
+            "3",
+        ])
+        .arg("--input")
+        .arg(&inputs)
+        .arg("--output-dir")
+        .arg(dir.path().join("batch-out"))
+        .arg("--report")
+        .arg(&report)
+        .arg("--processor")
+        .arg(agent_host_test_artifacts::SERVICES)
+        .args([
+            "--processor-config",
+            r#"{"calls": ["memory"]}"#,
+            "--allow-memory",
+            "--memory-user",
+            "alice",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let batch: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let lines: Vec<&str> = batch["histories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["processors"][0]["logs"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(lines, ["memory: ok alice=told another agent her PIN"; 5]);
 }
 
 /// The port of summarize-history to `lang` (`processors/<lang>/summarize-history`),

@@ -222,23 +222,14 @@ pub fn run(
             .into());
         }
     };
-    let mut chain = Some(chain);
-    let mut stderr = std::io::stderr();
     let processed = process(
         &args,
         settings,
         loaded,
         kind,
         checkpoint.as_ref(),
-        &mut stderr,
-        || {
-            let chain = chain.take().expect("the chain is loaded once");
-            load_chain(
-                cache_dir(args.cache_dir.as_deref(), args.no_cache),
-                &chain,
-                args.quiet,
-            )
-        },
+        &mut std::io::stderr(),
+        &Shared::new(&chain),
     )?;
     if let Some(path) = &args.report {
         let text = agent_host_core::format::to_pretty(&processed.report)?;
@@ -294,10 +285,7 @@ fn batch(
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot make the output folder {}", dir.display()))?;
     let started = Instant::now();
-    // The chain is loaded by the first history that needs it; the others
-    // wait for it and share it (one runtime and compile cache). A chain that
-    // fails to load is tried again by the next history, which fails alike.
-    let loaded_chain: Mutex<Option<ProcessorChain>> = Mutex::new(None);
+    let shared = Shared::new(chain);
     let one = |input: &Path, stem: &str| -> Finished {
         let mut log = Vec::new();
         let outcome =
@@ -309,17 +297,7 @@ fn batch(
                     HistoryKind::File,
                     None,
                     &mut log,
-                    || {
-                        let mut held = loaded_chain.lock().unwrap_or_else(|e| e.into_inner());
-                        if held.is_none() {
-                            *held = Some(load_chain(
-                                cache_dir(args.cache_dir.as_deref(), args.no_cache),
-                                chain,
-                                args.quiet,
-                            )?);
-                        }
-                        Ok(held.clone().expect("loaded just now"))
-                    },
+                    &shared,
                 )
             });
         let (report, error) = match outcome {
@@ -535,8 +513,9 @@ struct Finished {
 }
 
 /// Runs one loaded history through the pipeline and the processors
-/// (`chain` gives them, loaded the first time it is called: after the
-/// pipeline, so a bad history is reported before processors are compiled).
+/// (`shared` gives them, loaded by the first history that gets this far:
+/// after the pipeline, so a bad history is reported before processors are
+/// compiled), writing what it has to say to `diag`.
 fn process(
     args: &RunArgs,
     settings: &Settings,
@@ -544,7 +523,7 @@ fn process(
     kind: HistoryKind,
     checkpoint: Option<&agent_host_core::Checkpoint>,
     diag: &mut dyn Write,
-    chain: impl FnOnce() -> Result<ProcessorChain>,
+    shared: &Shared<'_>,
 ) -> Result<Processed> {
     let counter = HeuristicCounter::default();
     let source = loaded.source.clone();
@@ -631,7 +610,7 @@ fn process(
     let mut reports = Vec::new();
     let mut failure = None;
     let mut messages = view;
-    let chain = chain()?;
+    let chain = shared.chain(args)?;
     if let Some(runtime) = chain.runtime() {
         let info = RunInfo {
             context_window: budget.context_limit,
@@ -641,7 +620,7 @@ fn process(
             model: settings.provider.as_ref().map(|p| p.model.clone()),
             session_key: args.session.clone(),
         };
-        let services = host_services(args, settings, chain.processors())?;
+        let services = shared.services(args, settings, chain.processors())?;
         if args.report.is_some() {
             // One at a time, to see each one's input and output.
             // Each call recorded, for `agent-host replay`.
@@ -747,6 +726,53 @@ fn process(
         result,
         format: output_format,
     })
+}
+
+/// What every history of a run or a batch shares, made by the first one that
+/// needs it: the loaded processor chain (one runtime and compile cache) and
+/// the host services (the chain is the same for every history, and the
+/// services hold no state of a run: a batch opens the memory once). A chain
+/// that fails to load is tried again by the next history, which fails alike.
+struct Shared<'a> {
+    chain: &'a [(PathBuf, ProcessorOptions)],
+    loaded: Mutex<Option<ProcessorChain>>,
+    services: Mutex<Option<std::sync::Arc<dyn agent_host_runtime::HostServices>>>,
+}
+
+impl<'a> Shared<'a> {
+    fn new(chain: &'a [(PathBuf, ProcessorOptions)]) -> Self {
+        Shared {
+            chain,
+            loaded: Mutex::new(None),
+            services: Mutex::new(None),
+        }
+    }
+
+    fn chain(&self, args: &RunArgs) -> Result<ProcessorChain> {
+        let mut held = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(chain) = &*held {
+            return Ok(chain.clone());
+        }
+        let cache = cache_dir(args.cache_dir.as_deref(), args.no_cache);
+        let chain = load_chain(cache, self.chain, args.quiet)?;
+        *held = Some(chain.clone());
+        Ok(chain)
+    }
+
+    fn services(
+        &self,
+        args: &RunArgs,
+        settings: &Settings,
+        processors: &[agent_host_runtime::Processor],
+    ) -> Result<std::sync::Arc<dyn agent_host_runtime::HostServices>> {
+        let mut held = self.services.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(services) = &*held {
+            return Ok(services.clone());
+        }
+        let services = host_services(args, settings, processors)?;
+        *held = Some(services.clone());
+        Ok(services)
+    }
 }
 
 /// The host services `processors` may be granted in a run without a turn:
