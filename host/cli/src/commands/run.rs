@@ -47,7 +47,9 @@ pub struct RunArgs {
     output_dir: Option<PathBuf>,
     /// Batch mode: how many histories run at once (default: the machine's cores). Each holds
     /// its own processor instances, so the processors' peak memory is up to this many times
-    /// their --memory-mib. What is printed and reported stays in the order of the inputs.
+    /// their --memory-mib; deadlines are wall-clock time, so more jobs than cores can make a
+    /// processor miss its --deadline-ms. What is printed and reported stays in the order of
+    /// the inputs.
     #[arg(long, short = 'j', value_name = "N", requires = "output_dir",
           value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
