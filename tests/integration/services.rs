@@ -475,25 +475,29 @@ fn a_turns_processor_reads_the_memory_that_memory_add_wrote() {
     );
     // A run without a turn takes the flag too, with the default agent.
     let report = dir.path().join("input.json");
-    let output = agent_host()
-        .arg("--store")
-        .arg(&store)
-        .args(["run", "--no-compact", "--no-cache", "--quiet", "--input"])
-        .arg(history(dir.path()))
-        .arg("--report")
-        .arg(&report)
-        .arg("--processor")
-        .arg(agent_host_test_artifacts::SERVICES)
-        .args([
-            "--processor-config",
-            r#"{"calls": ["memory"]}"#,
-            "--allow-memory",
-            "--memory-user",
-            "alice",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+    let run_alice = |input: &Path, batch: &[&str]| {
+        let output = agent_host()
+            .arg("--store")
+            .arg(&store)
+            .args(["run", "--no-compact", "--no-cache", "--quiet", "--input"])
+            .arg(input)
+            .args(batch)
+            .arg("--report")
+            .arg(&report)
+            .arg("--processor")
+            .arg(agent_host_test_artifacts::SERVICES)
+            .args([
+                "--processor-config",
+                r#"{"calls": ["memory"]}"#,
+                "--allow-memory",
+                "--memory-user",
+                "alice",
+            ])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    run_alice(&history(dir.path()), &[]);
     assert_eq!(
         first_log_line(&report),
         "memory: ok alice=told another agent her PIN"
@@ -504,35 +508,11 @@ fn a_turns_processor_reads_the_memory_that_memory_add_wrote() {
     for i in 0..5 {
         std::fs::copy(history(dir.path()), inputs.join(format!("h{i}.json"))).unwrap();
     }
-    let output = agent_host()
-        .arg("--store")
-        .arg(&store)
-        .args([
-            "run",
-            "--no-compact",
-            "--no-cache",
-            "--quiet",
-            "--jobs",
-            "3",
-        ])
-        .arg("--input")
-        .arg(&inputs)
-        .arg("--output-dir")
-        .arg(dir.path().join("batch-out"))
-        .arg("--report")
-        .arg(&report)
-        .arg("--processor")
-        .arg(agent_host_test_artifacts::SERVICES)
-        .args([
-            "--processor-config",
-            r#"{"calls": ["memory"]}"#,
-            "--allow-memory",
-            "--memory-user",
-            "alice",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+    let out_dir = dir.path().join("batch-out");
+    run_alice(
+        &inputs,
+        &["--output-dir", out_dir.to_str().unwrap(), "--jobs", "3"],
+    );
     let batch: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let lines: Vec<&str> = batch["histories"]
         .as_array()
