@@ -47,9 +47,10 @@ pub struct RunArgs {
     output_dir: Option<PathBuf>,
     /// Batch mode: how many histories run at once (default: the machine's cores). Each holds
     /// its own processor instances, so the processors' peak memory is up to this many times
-    /// their --memory-mib; deadlines are wall-clock time, so more jobs than cores can make a
-    /// processor miss its --deadline-ms. What is printed and reported stays in the order of
-    /// the inputs.
+    /// their --memory-mib. Deadlines are wall-clock time: jobs slow each other down, most of
+    /// all past the number of cores, so a processor that must never be skipped wants
+    /// --on-failure fail. Each history's lines, error and report entry keep the order of the
+    /// inputs.
     #[arg(long, short = 'j', value_name = "N", requires = "output_dir",
           value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
@@ -252,10 +253,11 @@ pub fn run(
 const MAX_BATCH: usize = 100_000;
 
 /// `run --input ... --output-dir DIR`: every history through the pipeline
-/// and the same processors, loaded once (one runtime, compile cache and
-/// instance pool for the whole batch). A history that cannot be read or
-/// run is reported and the others go on; the exit is an error when any
-/// failed. Nothing is written for a failed history.
+/// and the same processors, loaded once (one runtime and compile cache for
+/// the whole batch), `--jobs` of them at a time. A history that cannot be
+/// read or run (or that hits a bug: a panic) is reported and the others go
+/// on; the exit is an error when any failed. Nothing is written for a
+/// failed history.
 fn batch(
     args: &RunArgs,
     dir: &Path,
@@ -288,9 +290,18 @@ fn batch(
         .with_context(|| format!("cannot make the output folder {}", dir.display()))?;
     let started = Instant::now();
     let shared = Shared::new(chain);
+    let jobs = args
+        .jobs
+        .map(usize::from)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .clamp(1, planned.len().max(1));
+    // One at a time, a history's lines go out as it runs; at once, they are
+    // held until it and every history before it are done.
     let one = |input: &Path, stem: &str| -> Finished {
         let mut log = Vec::new();
-        let outcome =
+        let mut stderr = std::io::stderr();
+        let diag: &mut dyn Write = if jobs == 1 { &mut stderr } else { &mut log };
+        let run = || {
             transcript::load(input, args.format, &args.limits.limits()).and_then(|loaded| {
                 process(
                     args,
@@ -298,9 +309,23 @@ fn batch(
                     loaded,
                     HistoryKind::File,
                     None,
-                    &mut log,
+                    diag,
                     &shared,
                 )
+            })
+        };
+        // A bug in one history's run fails that history, not the batch.
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".into());
+                Err(anyhow::anyhow!(
+                    "{}: agent-host failed (a bug, please report it): {what}",
+                    input.display()
+                ))
             });
         let (report, error) = match outcome {
             Ok(processed) => {
@@ -325,11 +350,6 @@ fn batch(
         };
         Finished { report, error, log }
     };
-    let jobs = args
-        .jobs
-        .map(usize::from)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .clamp(1, planned.len().max(1));
     let mut reports = Vec::with_capacity(planned.len());
     let (mut written, mut failed) = (0usize, 0usize);
     // Each history's lines and error are printed when it and every history
