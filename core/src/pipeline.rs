@@ -243,15 +243,8 @@ pub fn compact_timed(
     now: DateTime<Utc>,
     clock: Option<&dyn Fn() -> f64>,
 ) -> Compaction {
-    let run = Run {
-        log,
-        hidden: 0,
-        checkpoint,
-        config,
-        counter,
-        clock,
-    };
-    run.compact(summarizer, now, true)
+    Run::whole(log, checkpoint, config, counter, clock)
+        .compact(summarizer, now, true)
         .into_compaction()
         .expect("a view is made when asked for")
 }
@@ -279,15 +272,8 @@ pub fn compact_owned(
     summarizer: Option<&dyn Summarizer>,
     now: DateTime<Utc>,
 ) -> Compaction {
-    let run = Run {
-        log: &log,
-        hidden: 0,
-        checkpoint,
-        config,
-        counter,
-        clock: None,
-    };
-    let outcome = run.compact(summarizer, now, false);
+    let outcome =
+        Run::whole(&log, checkpoint, config, counter, None).compact(summarizer, now, false);
     let view = match (outcome.view, outcome.unmade) {
         (Some(view), _) => view,
         (None, Some(unmade)) => {
@@ -356,7 +342,25 @@ impl Outcome {
     }
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// A run over the whole log (none of it hidden).
+    fn whole(
+        log: &'a [Message],
+        checkpoint: Option<&'a Checkpoint>,
+        config: &'a PipelineConfig,
+        counter: &'a dyn TokenCounter,
+        clock: Option<&'a dyn Fn() -> f64>,
+    ) -> Self {
+        Run {
+            log,
+            hidden: 0,
+            checkpoint,
+            config,
+            counter,
+            clock,
+        }
+    }
+
     /// [`compact`]; the view made only when `want_view` or it cannot be
     /// counted from the log (the stages changed it, or it must be
     /// truncated).
@@ -853,11 +857,8 @@ fn not_longer(
     previous: Option<&str>,
     counter: &dyn TokenCounter,
 ) -> Result<String, SummaryError> {
-    let replaced: u64 = span
-        .iter()
-        .map(|m| u64::from(m.tokens(counter)))
-        .sum::<u64>()
-        + previous.map_or(0, |p| u64::from(counter.count_text(p)));
+    let replaced =
+        tokens::total(span, counter) + previous.map_or(0, |p| u64::from(counter.count_text(p)));
     let summary = u64::from(counter.count_text(&text));
     if summary >= replaced {
         return Err(SummaryError::Failed(format!(

@@ -175,7 +175,16 @@ impl TokenCounter for HeuristicCounter {
 }
 
 /// The tokens of `messages`, summed (each message's count cached in it).
-pub(crate) fn total(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
+///
+/// ```
+/// use agent_host_core::{HeuristicCounter, Message, tokens};
+///
+/// let counter = HeuristicCounter::default();
+/// let messages = [Message::user("hello"), Message::assistant("hi there")];
+/// let each: u64 = messages.iter().map(|m| u64::from(m.tokens(&counter))).sum();
+/// assert_eq!(tokens::total(&messages, &counter), each);
+/// ```
+pub fn total(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
     messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
 }
 

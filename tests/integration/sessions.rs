@@ -236,17 +236,17 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
     let (store, session) = session_holding(dir.path(), "earlier", &held);
 
     let file = dir.path().join("chat.json");
-    let import = |messages: usize| {
-        std::fs::write(&file, document(messages)).unwrap();
+    let import = |document: String| {
+        std::fs::write(&file, document).unwrap();
         let file = file.to_str().unwrap();
         ok(
             dir.path(),
             &["sessions", "import", file, "--session", "earlier"],
         )
     };
-    let text = import(2);
+    let text = import(document(2));
     assert!(text.starts_with("nothing new: the 2 messages"), "{text}");
-    let text = import(3);
+    let text = import(document(3));
     assert!(text.starts_with("imported 1 message"), "{text}");
     let stored = store.load(&session).unwrap().messages;
     let ids: Vec<&str> = stored.iter().map(|m| m.id.as_str()).collect();
@@ -259,17 +259,7 @@ fn a_document_imported_with_the_earlier_ids_is_not_imported_again() {
         ]
     );
     // Another text at a held place is another message.
-    std::fs::write(&file, document(3).replace(texts[1], "It is in lex.rs")).unwrap();
-    let text = ok(
-        dir.path(),
-        &[
-            "sessions",
-            "import",
-            file.to_str().unwrap(),
-            "--session",
-            "earlier",
-        ],
-    );
+    let text = import(document(3).replace(texts[1], "It is in lex.rs"));
     assert!(text.starts_with("imported 1 message"), "{text}");
     let last = store.load(&session).unwrap().messages.pop().unwrap();
     assert_eq!(last.id, document_id("openai", 1, "It is in lex.rs"));

@@ -405,7 +405,7 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
 fn inspect(loaded: &Loaded, out: &mut dyn Write) -> anyhow::Result<()> {
     let counter = HeuristicCounter::default();
     let messages = &loaded.transcript.messages;
-    let total: u64 = messages.iter().map(|m| u64::from(m.tokens(&counter))).sum();
+    let total = agent_host_core::tokens::total(messages, &counter);
     let pairing = ToolPairing::of(messages);
     writeln!(
         out,

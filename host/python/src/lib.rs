@@ -29,7 +29,7 @@ use agent_host_core::format::{self, Format, FormatError, Limits};
 use agent_host_core::pipeline::{self, PipelineConfig};
 use agent_host_core::query::{self, Query, QueryError};
 use agent_host_core::validate::validate;
-use agent_host_core::{ErrorKind, HeuristicCounter, Message, Role, TokenCounter};
+use agent_host_core::{ErrorKind, HeuristicCounter, Message, Role};
 use agent_host_engine::EngineError;
 use agent_host_engine::transcript;
 use agent_host_runtime::{
@@ -125,10 +125,7 @@ fn counter() -> &'static HeuristicCounter {
 }
 
 fn total_tokens(messages: &[Message]) -> u64 {
-    messages
-        .iter()
-        .map(|m| u64::from(m.tokens(counter() as &dyn TokenCounter)))
-        .sum()
+    agent_host_core::tokens::total(messages, counter())
 }
 
 /// A history: messages in agent-host's model, with where they came from and

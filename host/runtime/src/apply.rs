@@ -169,7 +169,7 @@ pub(crate) fn apply(
     report.inserted = inserted;
     report.repairs = repairs;
     report.outcome = outcome;
-    report.tokens_after = output.iter().map(|m| u64::from(m.tokens(counter))).sum();
+    report.tokens_after = agent_host_core::tokens::total(&output, counter);
     Ok(output)
 }
 

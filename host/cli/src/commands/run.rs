@@ -11,7 +11,7 @@ use agent_host_core::extractive::ExtractiveSummarizer;
 use agent_host_core::format::{self, Format};
 use agent_host_core::pipeline::{self, Compaction, PipelineConfig, SummaryOutcome};
 use agent_host_core::validate::validate;
-use agent_host_core::{HeuristicCounter, Message, TokenCounter};
+use agent_host_core::{HeuristicCounter, tokens};
 use anyhow::{Context, Result, bail};
 use clap::{ArgAction, ArgMatches, Args};
 use serde_json::{Value, json};
@@ -554,7 +554,7 @@ fn process(
     if log.is_empty() {
         bail!("{source} holds no messages");
     }
-    let input_tokens = total_tokens(&log, &counter);
+    let input_tokens = tokens::total(&log, &counter);
 
     // The core pipeline: make the history fit.
     let configured = settings.pipeline_config();
@@ -711,7 +711,7 @@ fn process(
         args.to.unwrap_or(Format::OpenAi)
     };
     let violations = validate(&messages);
-    let tokens = total_tokens(&messages, &counter);
+    let tokens = tokens::total(&messages, &counter);
     let report = json!({
         "input": {
             "source": source,
@@ -976,10 +976,6 @@ pub(crate) fn fail(error: ProcessorError) -> anyhow::Error {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-fn total_tokens(messages: &[Message], counter: &dyn TokenCounter) -> u64 {
-    messages.iter().map(|m| u64::from(m.tokens(counter))).sum()
 }
 
 /// The pipeline's report, as JSON for the run report.

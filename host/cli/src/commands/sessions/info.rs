@@ -10,7 +10,7 @@ pub(super) fn info(args: &InfoArgs, spec: &str, out: &mut dyn Write) -> Result<(
     let meta = &history.meta;
     let messages = &history.messages;
     let counter = HeuristicCounter::default();
-    let tokens: u64 = messages.iter().map(|m| u64::from(m.tokens(&counter))).sum();
+    let tokens = agent_host_core::tokens::total(messages, &counter);
     let mut roles: BTreeMap<&str, usize> = BTreeMap::new();
     for m in messages {
         *roles.entry(m.role.as_str()).or_default() += 1;
